@@ -596,6 +596,7 @@ MODULES = {
         "import msgspec\nfrom fwrest import post\n\n\nclass A(msgspec.Struct):\n    n: int\n\n\n"
         "@post('/x')\ndef f(a: A, b: A):\n    return {}\n"
     ),
+    "typed_unfilled.py": "from fwrest import get\n\n\n@get('/x')\ndef f(a: bytes = b''):\n    return {}\n",
     "typed_unresolved.py": (
         "from __future__ import annotations\n\nfrom fwrest import get\n\n\n"
         "@get('/x')\ndef f(a: Missing):\n    return {}\n"
@@ -791,8 +792,9 @@ the section [HTTPSERVER] is missing  <=  an empty file[ini]
 [<server>] onAuthparams: the function <function> returned settings that cannot be used: a top-level scopes belongs to the single username or client_id, and there is none  <=  onAuthparams stray scopes[ini]  <=  module scopes.py = "app, scopes"  <=  oAuth2 onAuthparams = "stray_scopes"
 [<server>] onAuthparams: the function <function> gives a lifetime no token request could use: ...  <=  onAuthparams access_expires 0[ini]  <=  module lifetimes.py = "app, lifetimes"  <=  oAuth2 onAuthparams = "zero"
 [<server>] onAuthparams: the file <path> gives a lifetime no token request could use: ...  <=  onAuthparams file refresh_expires out of range[json]  <=  write params.json = "{\"refresh_expires\": \"Date()+99999999\"}"  <=  oAuth2 onAuthparams = "file:params.json"
-[<server>] Locations: GET /rest/x/:id calls typed_path.f (annotation, ...): its path parameter 'id' is annotated list[int]: a path parameter converts to int, float, bool, str, uuid.UUID, datetime.date, datetime.datetime or an Enum  <=  typed path parameter a list[ini]  <=  module typed_path.py = "typed_path"
+[<server>] Locations: GET /rest/x/:id calls typed_path.f (annotation, ...): its path parameter 'id' is annotated list[int]: a path parameter converts to int, float, bool, str, decimal.Decimal, uuid.UUID, datetime.date, datetime.datetime, an Enum or a Literal  <=  typed path parameter a list[ini]  <=  module typed_path.py = "typed_path"
 [<server>] Locations: POST /rest/x calls typed_two_bodies.f (annotation, ...): its parameters 'a', 'b' are each annotated as the JSON body; a request has one body  <=  typed two bodies[json]  <=  module typed_two_bodies.py = "typed_two_bodies"
+[<server>] Locations: GET /rest/x calls typed_unfilled.f (annotation, ...): its parameter 'a' is annotated bytes, which fwrest cannot fill: ...  <=  typed hint unfilled with a default[ini]  <=  module typed_unfilled.py = "typed_unfilled"
 [<server>] Locations: GET /rest/x calls typed_unresolved.f (annotation, ...): the annotation of its parameter 'a' ('Missing') cannot be resolved (NameError: name 'Missing' is not defined)  <=  typed hint unresolved[ini]  <=  module typed_unresolved.py = "typed_unresolved"
 [ENV] Repository: the file <path> would be imported as module 'app', but a module of that name is already loaded from <path>  <=  two modules app[ini]  <=  module lib/app.py = "app, lib/app.py"
 [ENV] Repository: importing 'needs_a_package' failed: ModuleNotFoundError: No module named ...  <=  missing package[json]  <=  module needs_a_package.py = "needs_a_package"

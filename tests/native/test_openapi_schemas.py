@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import decimal
 import enum
 import uuid
 from collections.abc import Iterator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import msgspec
 
@@ -74,6 +75,14 @@ def other_names(other: str, it: int, need: bool) -> list[Point]:
 @post("/orders")
 def create(order: Order) -> Order | Response:
     return order
+
+
+@post("/more")
+def more(
+    data: dict[str, int], amount: decimal.Decimal = decimal.Decimal(0),
+    lit: Literal["a", "b"] = "a", pair: tuple[int, int] | None = None, uniq: set[int] = set(),
+):
+    return {}
 
 
 @put("/tags")
@@ -144,6 +153,20 @@ def test_path_and_query_parameters_have_schemas_and_required(doc: dict[str, Any]
         param("it", "path", True, **{"$ref": "#/components/schemas/Color"}),
         param("limit", "query", False, type="integer", maximum=50, default=20),
     ]
+
+
+def test_decimals_literals_tuples_sets_and_dict_bodies_have_schemas(doc: dict[str, Any]) -> None:
+    op = doc["paths"]["/rest/more"]["post"]
+    pair = {"type": "array", "minItems": 2, "maxItems": 2, "items": False}
+    assert op["parameters"] == [
+        param("amount", "query", False, type="string", format="decimal", default="0"),
+        param("lit", "query", False, enum=["a", "b"], default="a"),
+        param("pair", "query", False, prefixItems=[{"type": "integer"}] * 2, **pair),
+        param("uniq", "query", False, type="array", items={"type": "integer"}, uniqueItems=True,
+              default=[]),
+    ]  # fmt: skip
+    schema = {"type": "object", "additionalProperties": {"type": "integer"}}
+    assert op["requestBody"]["content"]["application/json"]["schema"] == schema
 
 
 def test_a_route_naming_its_parameter_otherwise_gets_the_templates_name(

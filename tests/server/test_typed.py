@@ -29,10 +29,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import decimal
 import enum
 import uuid
 from collections.abc import Iterator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import msgspec
 
@@ -102,6 +103,19 @@ def search(
     return {"tag": tag, "limit": limit, "color": color.value if color else None,
             "since": str(since) if since else None, "ids": ids,
             "days": [str(d) for d in days] if days is not None else None}
+
+@get("/more")
+def more(
+    amount: decimal.Decimal = decimal.Decimal(0), lit: Literal["a", "b"] = "a",
+    n: Literal[1, 2] = 1, pair: tuple[int, str] | None = None, uniq: set[int] = set(),
+    few: Annotated[tuple[int, ...], msgspec.Meta(max_length=2)] = (),
+):
+    return {"amount": str(amount), "lit": lit, "n": n, "pair": pair, "uniq": sorted(uniq),
+            "few": few}
+
+@post("/mapping")
+def mapping(data: dict[str, int] = {}):
+    return {"got": data}
 
 @get("/need")
 async def need(n: int):
@@ -362,6 +376,45 @@ def test_a_float_parameter_is_a_finite_number(client: Client) -> None:
         )
 
 
+MORE = {"amount": "0", "lit": "a", "n": 1, "pair": None, "uniq": [], "few": []}
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("amount=12.50&lit=b&n=2", {"amount": "12.50", "lit": "b", "n": 2}),
+        (
+            "pair=3&pair=x&uniq=2&uniq=1&uniq=2&few=4",
+            {"pair": [3, "x"], "uniq": [1, 2], "few": [4]},
+        ),
+        ("amount=1e3", {"amount": "1E+3"}),
+        ("amount=NaN", "the query parameter 'amount': expected a decimal number, got 'NaN'"),
+        ("amount=%2012", "the query parameter 'amount': expected a decimal number, got ' 12'"),
+        ("lit=c", "the query parameter 'lit': expected one of 'a', 'b', got 'c'"),
+        ("n=3", "the query parameter 'n': expected one of 1, 2, got '3'"),
+        ("pair=1", "the query parameter 'pair': expected 2 values (the name repeated), got 1"),
+        ("pair=x&pair=y", "the query parameter 'pair': expected an integer, got 'x'"),
+        ("uniq=1&uniq=z", "the query parameter 'uniq': expected an integer, got 'z'"),
+        ("few=1&few=2&few=3", "the query parameter 'few': Expected `array` of length <= 2"),
+    ],
+)
+def test_decimals_literals_tuples_and_sets_come_from_the_query(
+    client: Client, query: str, expected: dict[str, Any] | str
+) -> None:
+    r = client.get(f"/rest/more?{query}")
+    if isinstance(expected, str):
+        assert refused(r) == expected
+    else:
+        assert r.json() == {**MORE, **expected}
+
+
+def test_a_dict_parameter_is_the_json_body(client: Client) -> None:
+    assert client.post("/rest/mapping", json={"a": 1}).json() == {"got": {"a": 1}}
+    assert client.post("/rest/mapping").json() == {"got": {}}
+    detail = refused(client.post("/rest/mapping", json={"a": "x"}))
+    assert detail == "the body ('data'): Expected `int`, got `str` - at `$[...]`"
+
+
 def test_a_repeated_scalar_takes_the_last_value_as_the_rest_object(client: Client) -> None:
     r = client.get("/rest/mixed/7?verbose=0&verbose=1")
     assert r.json() == {"id": 7, "verbose": True, "query": {"verbose": "1"}, "params": {"id": "7"}}
@@ -594,6 +647,10 @@ def test_typed_handlers_meet_their_pools_hooks(tmp_path: Path) -> None:
             "@get('/x')\ndef f(a: 'Missing'):\n    return {}\n",
             "the annotation of its parameter 'a' ('Missing') cannot be resolved",
         ),
+        # with a default or not: a value the client sends is never dropped for the default
+        ("@get('/x')\ndef f(a: bytes = b''):\n    return {}\n", "'a' is annotated bytes, which"),
+        ("@post('/x')\ndef f(a: list = []):\n    return {}\n", "'a' is annotated list, which"),
+        ("@get('/x')\ndef f(a: 'int | str'):\n    return {}\n", "annotated int | str, which"),
     ],
 )
 def test_a_hint_fwrest_cannot_fill_stops_the_start(

@@ -79,7 +79,7 @@ def _value_hint(param: Param) -> Any:
     if param.source == "body":
         return param.hint
     if param.many:
-        return list[param.scalar]  # type: ignore[name-defined]  # a type made at run time
+        return param.shape  # without ``| None``: an absent parameter is its default
     return param.scalar
 
 

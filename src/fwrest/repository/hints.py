@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import decimal
 import enum
 import inspect
 import types
@@ -32,10 +33,17 @@ import msgspec
 
 __all__ = ["NO_HINTS", "HintError", "Hints", "Param", "body_type", "read_hints", "scalar_of"]
 
-# the scalar types a path or query value (text) converts to (SPEC 14.1); Enums besides
+# the scalar types a path or query value (text) converts to (SPEC 14.1); Enums and Literals of
+# text or integers besides
 SCALARS: frozenset[Any] = frozenset(
-    (int, float, bool, str, uuid.UUID, datetime.date, datetime.datetime)
+    (int, float, bool, str, decimal.Decimal, uuid.UUID, datetime.date, datetime.datetime)
 )
+_SCALARS_SAID = (
+    "int, float, bool, str, decimal.Decimal, uuid.UUID, datetime.date, datetime.datetime, an "
+    "Enum or a Literal"
+)
+# the containers of a query parameter given several times (?id=1&id=2)
+_REPEATED = (list, tuple, set, frozenset)
 _UNIONS = (typing.Union, types.UnionType)
 
 
@@ -48,9 +56,11 @@ class Param:
     """One parameter filled from the request.
 
     ``source`` is ``"path"``, ``"query"`` or ``"body"``; ``hint`` the annotation as written
-    (resolved), ``scalar`` the type one text value converts to (path, query); ``many`` a
-    ``list[...]`` query parameter; ``required`` whether a request must give it, else
-    ``default`` is the function's default.
+    (resolved), ``scalar`` the type one text value converts to (path, query; a fixed tuple's
+    first item); ``many`` a query parameter given several times, ``shape`` its container
+    without ``| None`` (``list[int]``, ``tuple[int, int]``, ``set[str]``) and ``items`` a fixed
+    tuple's type per position; ``required`` whether a request must give it, else ``default``
+    is the function's default.
     """
 
     name: str
@@ -60,6 +70,8 @@ class Param:
     many: bool = False
     required: bool = True
     default: Any = None
+    shape: Any = None
+    items: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +123,10 @@ def scalar_of(hint: Any) -> Any:
     base = _unwrap(hint)
     if base in SCALARS or (isinstance(base, type) and issubclass(base, enum.Enum)):
         return hint
+    if typing.get_origin(base) is typing.Literal and all(
+        type(v) in (str, int) for v in typing.get_args(base)
+    ):
+        return hint
     return None
 
 
@@ -131,20 +147,37 @@ def body_type(hint: Any) -> bool:
 _CONTAINERS = frozenset((list, tuple, set, frozenset, dict, *_UNIONS))
 
 
+def _object(hint: Any) -> bool:
+    """A body type, or a JSON object as a ``dict`` (``dict``, ``dict[str, int]``)."""
+    base = _unwrap(hint)
+    return body_type(base) or base is dict or typing.get_origin(base) is dict
+
+
 def _is_body(hint: Any) -> bool:
-    """A body type, or a list of one (``list[Item]``: a JSON array of objects)."""
+    """A body type or a ``dict``, or a list of one (``list[Item]``: a JSON array of objects)."""
     base = _unwrap(hint)
     if typing.get_origin(base) is list:
-        return body_type(typing.get_args(base)[0])
-    return body_type(base)
+        return _object(typing.get_args(base)[0])
+    return _object(base)
 
 
-def _list_of_scalar(hint: Any) -> Any:
-    """``list[int]`` -> ``int`` (its items' scalar type); any other hint -> None."""
+def _repeated(hint: Any) -> tuple[tuple[Any, ...], bool] | None:
+    """The scalar types of a repeated query parameter's items, and whether it is a fixed
+    tuple: ``list[int]``, ``tuple[int, ...]``, ``set[int]``, ``frozenset[int]`` -> ``((int,),
+    False)``; ``tuple[int, str]`` -> ``((int, str), True)``, one per position; any other hint
+    (items that are not scalars) -> None."""
     base = _unwrap(hint)
-    if typing.get_origin(base) is not list:
+    origin = typing.get_origin(base)
+    if origin not in _REPEATED:
         return None
-    return scalar_of(typing.get_args(base)[0])
+    args = typing.get_args(base)
+    fixed = origin is tuple and not (len(args) == 2 and args[1] is Ellipsis)
+    if origin is tuple and not fixed:
+        args = args[:1]  # tuple[int, ...]
+    elif origin is not tuple and len(args) != 1:
+        return None
+    items = tuple(scalar_of(a) for a in args)
+    return (items, fixed) if items and None not in items else None
 
 
 def _names_body_type(hint: Any) -> bool:
@@ -193,7 +226,9 @@ def read_hints(func: Callable[..., Any], route_names: set[str]) -> Hints:
 
     Raises:
         HintError: a hint fwrest cannot fill: a path parameter annotated with a type that is
-            not a scalar, two body parameters, an annotation that cannot be resolved.
+            not a scalar, another parameter's that is neither a query parameter's nor a
+            body's (``Any``, ``bytes``, ``dict`` of a list...), with a default or not, two body
+            parameters, an annotation that cannot be resolved.
     """
     try:
         sig = inspect.signature(func)
@@ -216,16 +251,35 @@ def read_hints(func: Callable[..., Any], route_names: set[str]) -> Hints:
             if scalar is None:
                 raise HintError(
                     f"its path parameter '{param.name}' is annotated {_shown(hint)}: a path "
-                    "parameter converts to int, float, bool, str, uuid.UUID, datetime.date, "
-                    "datetime.datetime or an Enum"
+                    f"parameter converts to {_SCALARS_SAID}"
                 )
             params.append(Param(param.name, "path", hint, scalar))
         elif _is_body(hint) or _is_body(_optional(hint)):
             params.append(Param(param.name, "body", hint, required=required, default=default))
         elif (scalar := scalar_of(hint) or scalar_of(_optional(hint))) is not None:
             params.append(Param(param.name, "query", hint, scalar, False, required, default))
-        elif (scalar := _list_of_scalar(_optional(hint) or hint)) is not None:
-            params.append(Param(param.name, "query", hint, scalar, True, required, default))
+        elif (repeated := _repeated(shape := _optional(hint) or hint)) is not None:
+            items, fixed = repeated
+            params.append(
+                Param(
+                    param.name,
+                    "query",
+                    hint,
+                    items[0],
+                    True,
+                    required,
+                    default,
+                    shape,
+                    items if fixed else (),
+                )
+            )
+        else:
+            raise HintError(
+                f"its parameter '{param.name}' is annotated {_shown(hint)}, which fwrest cannot "
+                f"fill: a parameter that is not in the path is a query parameter ({_SCALARS_SAID}"
+                "; a list, tuple or set of one for a repeated name; X | None) or the JSON body "
+                "(a msgspec.Struct, a dataclass, a TypedDict or a dict; a list of one)"
+            )
     bodies = [p.name for p in params if p.source == "body"]
     if len(bodies) > 1:
         raise HintError(

@@ -221,8 +221,9 @@ def _location_plan(
                 f"{ep.origin}): {handler.problem}.",
                 section=server.name,
                 key="LoadURNs" if ep.source == "mapping" else "Locations",
-                fix="change the function's type hints (docs/endpoints.md, typed handlers), "
-                "or remove the hint to take the value as text.",
+                fix="change the hint to one fwrest fills (docs/endpoints.md, typed handlers): "
+                "without a hint a path parameter is its text, and the rest of the request is "
+                "read through the REST object.",
                 source=source,
             )
         if handler.missing:
@@ -234,7 +235,9 @@ def _location_plan(
                 section=server.name,
                 key="LoadURNs" if ep.source == "mapping" else "Locations",
                 fix="name the path parameters as the function names its parameters "
-                "(/items/:id for def f(id)), or give those parameters a default.",
+                "(/items/:id for def f(id)); a value of the query string or the body is a "
+                "parameter with a type hint (def f(limit: int)), or is read through the REST "
+                "object (rest.getQueryRequest()).",
                 source=source,
             )
     return LocationPlan(loc, router, endpoints)

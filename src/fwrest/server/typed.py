@@ -17,7 +17,9 @@ routing, the pipeline's stages.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import decimal
 import enum
 import math
 import re
@@ -43,6 +45,7 @@ _EXPECTED: dict[Any, str] = {
     float: "a finite number",
     bool: "true or false (or 1 or 0)",
     str: "text",
+    decimal.Decimal: "a decimal number",
     uuid.UUID: "a UUID",
     datetime.date: "a date (YYYY-MM-DD)",
     datetime.datetime: "a date and time (RFC 3339)",
@@ -56,10 +59,13 @@ def _expected(scalar: Any) -> str:
         base = typing.get_args(base)[0]
     if isinstance(base, type) and issubclass(base, enum.Enum):
         return "one of " + ", ".join(repr(m.value) for m in base)
+    if typing.get_origin(base) is typing.Literal:
+        return "one of " + ", ".join(repr(v) for v in typing.get_args(base))
     return _EXPECTED.get(base, getattr(base, "__name__", repr(base)))
 
 
 _INTEGER = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 
 
 def _text_converter(scalar: Any) -> Callable[[str], Any]:
@@ -67,8 +73,10 @@ def _text_converter(scalar: Any) -> Callable[[str], Any]:
 
     An ``int`` is ASCII digits with an optional ``-`` (msgspec's lax conversion would take
     ``1e3`` and ``1.0``, Python's ``int()`` `` 12``, ``1_000`` and other scripts' digits); a
-    ``float`` is finite (no ``nan``, ``inf``, nor ``1e999``, as in a JSON body); everything else is msgspec's lax conversion from text (``"true"``, ``"2024-05-01"``, an
-    Enum's value). ``Annotated`` constraints are checked by msgspec after either.
+    ``float`` is finite (no ``nan``, ``inf``, nor ``1e999``, as in a JSON body); a ``Decimal``
+    a number as JSON writes one (no ``NaN``, spaces or ``_``); a ``Literal`` one of its values
+    as text; everything else is msgspec's lax conversion from text (``"true"``,
+    ``"2024-05-01"``, an Enum's value). ``Annotated`` constraints are checked by msgspec after.
 
     Raises (the returned function):
         msgspec.ValidationError, ValueError: the text does not convert.
@@ -102,17 +110,50 @@ def _text_converter(scalar: Any) -> Callable[[str], Any]:
         if scalar is float:
             return to_float
         return lambda text: convert(to_float(text), scalar)
+    if base is decimal.Decimal:
+        number = _DECIMAL.fullmatch
+
+        def to_decimal(text: str) -> Any:
+            if number(text) is None:
+                raise ValueError("not a decimal number")
+            try:
+                return decimal.Decimal(text)
+            except decimal.InvalidOperation:  # an exponent past the module's limit
+                raise ValueError("not a decimal number") from None
+
+        if scalar is decimal.Decimal:
+            return to_decimal
+        return lambda text: convert(to_decimal(text), scalar)
+    if typing.get_origin(base) is typing.Literal:
+        values = {str(v): v for v in typing.get_args(base)}
+
+        def to_literal(text: str) -> Any:
+            if text not in values:
+                raise ValueError("not one of the values")
+            return values[text]
+
+        if scalar is base:
+            return to_literal
+        return lambda text: convert(to_literal(text), scalar)
     return lambda text: convert(text, scalar, strict=False)
 
 
+# the container of a repeated query parameter's values, by the hint's origin
+_BUILDS: dict[Any, Callable[[Any], Any]] = {
+    list: list,
+    tuple: tuple,
+    set: set,
+    frozenset: frozenset,
+}
 _INT_DIGITS = 4000  # Python's int() refuses text of more than 4300 digits (a ValueError)
 
 
 class _Field:
     """A path or query parameter's conversion and the words of its refusals; ``check`` is
-    the conversion that raises the 400."""
+    the conversion of one value that raises the 400, ``values`` that of a repeated query
+    parameter's values (``?id=1&id=2``) into its container."""
 
-    __slots__ = ("check", "constrained", "expected", "name", "param", "where")
+    __slots__ = ("check", "constrained", "expected", "name", "param", "values", "where")
 
     def __init__(self, param: Param) -> None:
         self.param = param
@@ -121,6 +162,47 @@ class _Field:
         self.expected = _expected(param.scalar)
         self.constrained = typing.get_origin(param.scalar) is typing.Annotated
         self.check = self._checked(_text_converter(param.scalar))
+        self.values = self._repeated() if param.many else None
+
+    def _repeated(self) -> Callable[[list[str]], Any]:
+        """The conversion of a repeated parameter's values: each item's, then its container's
+        (a fixed tuple's count, an ``Annotated`` container's constraints, by msgspec)."""
+        check, shape, where = self.check, self.param.shape, self.where
+        base = shape
+        while typing.get_origin(base) is typing.Annotated:
+            base = typing.get_args(base)[0]
+        origin = typing.get_origin(base)
+        if origin is list and shape is base:
+            return lambda got: [check(v) for v in got]
+        build: Callable[[Any], Any] = _BUILDS[origin]
+        if self.param.items:  # tuple[int, str]: one conversion per position
+            checks = tuple(
+                _Field(dataclasses.replace(self.param, scalar=s, many=False)).check
+                for s in self.param.items
+            )
+            count = len(checks)
+
+            def built(got: list[str]) -> Any:
+                if len(got) != count:
+                    why = f"{where}: expected {count} values (the name repeated), got {len(got)}"
+                    raise HTTPError(400, detailed=why)
+                return tuple(c(v) for c, v in zip(checks, got, strict=True))
+
+        else:
+
+            def built(got: list[str]) -> Any:
+                return build(check(v) for v in got)
+
+        if shape is base:
+            return built
+
+        def constrained(got: list[str]) -> Any:
+            try:
+                return msgspec.convert(built(got), shape)
+            except msgspec.ValidationError as exc:
+                raise HTTPError(400, detailed=f"{where}: {exc}") from None
+
+        return constrained
 
     def _checked(self, convert: Callable[[str], Any]) -> Callable[[str], Any]:
         refuse = self.refuse
@@ -155,7 +237,11 @@ class _Field:
         return HTTPError(400, detailed=why)
 
     def missing(self) -> HTTPError:
-        what = f"a list of {self.expected}" if self.param.many else self.expected
+        what = self.expected
+        if self.param.items:
+            what = f"{len(self.param.items)} values: " + ", ".join(map(_expected, self.param.items))
+        elif self.param.many:
+            what = f"a list of {self.expected}"
         return HTTPError(400, detailed=f"{self.where} is required ({what})")
 
 
@@ -270,8 +356,8 @@ def typed_function(func: Callable[..., Any], hints: Hints, is_async: bool) -> Ca
                 if got is None:
                     if field.param.required:
                         raise field.missing()
-                elif field.param.many:
-                    kw[field.name] = [field.check(v) for v in got]
+                elif field.values is not None:
+                    kw[field.name] = field.values(got)
                 else:
                     kw[field.name] = field.check(got[-1])  # the last, as getQueryRequest()
         if body is not None:
