@@ -136,6 +136,11 @@ def fault_status(status):
     rest.setStatusCode(int(status))
     rest.setFault("status " + status)
 
+@get("/fault/then/:status")
+def fault_then(status):
+    rest.setFault("then " + status)
+    rest.setStatusCode(int(status))  # the body's code follows a 4xx/5xx; a 2xx/3xx is refused
+
 @get("/fault/after-responses")
 def fault_after_responses():
     rest.setResponse("partial text, ")
@@ -420,6 +425,10 @@ def test_the_pool_getters_give_the_locations_pool(client: Client, route: str) ->
         ("status/503", 503, "status 503"),
         ("status/200", 500, "status 200"),  # not an error status: 500
         ("status/302", 500, "status 302"),
+        ("then/404", 404, "then 404"),  # the code is the status sent, set before or after
+        ("then/503", 503, "then 503"),
+        ("then/200", 500, "then 200"),  # an error is not sent as a success (logged)
+        ("then/302", 500, "then 302"),
         ("after-responses", 500, "gave up"),  # what setResponse gathered is replaced
         ("typed", 500, 'say "hi" \u00e9\u20ac'),  # an earlier Content-Type gives way
         ("async", 503, "try later"),

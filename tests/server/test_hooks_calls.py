@@ -40,8 +40,11 @@ def _send():
     SENT.append((rest.getPathRequest(), _what("x-mark")))
     rest.setKeyHeaderResponse("X-Sent", rest.getPathRequest())
     rest.setKeyHeaderResponse("X-Send-Thread", threading.current_thread().name)
+    rest.setKeyHeaderResponse("X-Was", str(rest.getStatusCode()))
     if what == "status":
         rest.setStatusCode(202)
+    elif what == "unavailable":
+        rest.setStatusCode(503)
     elif what == "nocontent":
         rest.setStatusCode(204)
     elif what == "raise":
@@ -390,7 +393,7 @@ def test_on_send_runs_once_on_the_answer_on_error_builds(
     assert r.headers["x-sent"] == f"{loc}{route}" and ran == [f"{loc}{route}"]
     # OnSend changes OnError's status, a Response's too
     r, ran = sends(client, f"{loc}{route}", **{"x-error": "response503", "x-send": "status"})
-    assert r.status_code == 202 and r.json() == {"busy": True}
+    assert r.status_code == 202 and r.json() == {"busy": True} and r.headers["x-was"] == "503"
     assert ran == [f"{loc}{route}"]
     # OnError's None and OnError's failure: the standard 500 body, OnSend's headers on it
     for what in ("none", "raise", "nonsense"):
@@ -411,11 +414,15 @@ def test_on_send_runs_once_on_the_standard_500_of_a_pool_without_on_error(
     assert_standard(r)
     assert r.headers["x-sent"] == f"{loc}{route}" and ran == [f"{loc}{route}"]
     assert "x-handler" not in r.headers  # what the handler set before it raised is dropped
+    # the body's code is the status sent: a 2xx OnSend sets is refused (logged), a 503 taken
     r, ran = sends(client, f"{loc}{route}", **{"x-send": "status"})
-    assert r.status_code == 202 and r.json() == STANDARD_500
+    assert r.status_code == 500 and r.json() == STANDARD_500 and r.headers["x-was"] == "500"
     assert ran == [f"{loc}{route}"]
+    assert f"GET {loc}{route}: setStatusCode(202) on an answer with fwrest's" in log_text(service)
+    r, ran = sends(client, f"{loc}{route}", **{"x-send": "unavailable"})
+    assert r.json() == {"code": 503, "detailedMessage": "", "message": "Service Unavailable"}
     # logged as any handler's failure, once per request
-    assert log_text(service).count(line) == logged + 2
+    assert log_text(service).count(line) == logged + 3
     served(client)
 
 

@@ -213,6 +213,7 @@ class RequestContext:
         "client",
         "close_after",
         "dpop",
+        "fault",
         "handler",
         "method",
         "params",
@@ -278,6 +279,10 @@ class RequestContext:
         # unset elsewhere: a 403 insufficient_scope challenges with the scheme the token came
         # with (RFC 9449 7.1)
         self.dpop: bool
+        # ``fault``: the message of fwrest's error body the answer carries (setFault, or the
+        # standard 500 a pool with OnSend makes), which a later status rewrites (SPEC 3: its
+        # code is the status); unset, or None, while the answer carries none
+        self.fault: str | None
         # ``started``: perf_counter_ns() when the port took the request (set by the port's
         # pipeline): what a deadline counted from the request's start reads
         self.started: int

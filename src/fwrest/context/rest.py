@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from fwrest import log
 from fwrest.config.hosts import authority, host_and_port
 from fwrest.context import chunks
 from fwrest.context.certs import certificate_fields
@@ -21,7 +22,7 @@ from fwrest.context.codings import choose_coding
 from fwrest.context.jsonbody import VIEWS, to_json
 from fwrest.context.request import Headers, RequestContext, check_header, check_status, current
 from fwrest.context.request_id import id_text, request_id_of
-from fwrest.errors import error_body
+from fwrest.errors import STATUS_PHRASES, error_body
 
 if TYPE_CHECKING:
     from fwrest.config.model import ThreadPoolConfig
@@ -118,10 +119,25 @@ class RestObject:
         else:
             ctx.resp_body.append(str(body))
 
+    def status_code(self) -> int:
+        """The answer's status as it stands: 200, or what ``setStatusCode`` or ``setFault`` set;
+        in ``OnSend``, the status of the answer it is shown (a returned ``Response``'s own)."""
+        return self._ctx().resp_status
+
     def set_status_code(self, status: int) -> None:
         """Set the answer's status, a number in 200-599 (1xx are interim answers, never a
-        response of their own): anything else raises ``ValueError``, a 500 (SPEC 7.1)."""
-        self._ctx().resp_status = check_status(status)
+        response of their own): anything else raises ``ValueError``, a 500 (SPEC 7.1).
+
+        On an answer that carries fwrest's error body (``setFault``, or the standard 500 an
+        ``OnSend`` is shown), a 4xx or 5xx status rewrites the body's ``code`` with it (SPEC 3:
+        the code is the status); a lower one is refused, logged as a warning, and the error's
+        status stands: an error body is never sent as a success (docs/decisions.md).
+        """
+        ctx = self._ctx()
+        status = check_status(status)
+        if getattr(ctx, "fault", None) is not None:
+            status = _fault_status(ctx, status)
+        ctx.resp_status = status
 
     def set_header(self, name: str, value: str) -> None:
         """Set a response header. The name must be a token, the value free of CR, LF, NUL
@@ -135,7 +151,8 @@ class RestObject:
 
     def set_fault(self, message: str) -> None:
         """Answer with the framework's error body carrying ``message`` (SPEC 3): status 500, or
-        the 4xx/5xx status set before it with ``setStatusCode``.
+        the 4xx/5xx status set before it with ``setStatusCode``; a 4xx/5xx status set after it
+        rewrites the body's ``code`` too, a lower one is refused (``set_status_code``).
 
         The body is JSON, ``{"code": status, "detailedMessage": "", "message": message}``, as
         every error of the framework, so that a client handles all errors alike: it replaces
@@ -145,7 +162,8 @@ class RestObject:
         ctx = self._ctx()
         status = ctx.resp_status if 400 <= ctx.resp_status <= 599 else 500
         ctx.resp_status = status
-        ctx.resp_body = [error_body(status, str(message))]
+        ctx.fault = str(message)
+        ctx.resp_body = [error_body(status, ctx.fault)]
         headers = ctx.resp_headers
         if headers:
             # the body is JSON as it is, whatever the handler meant to send before
@@ -167,6 +185,7 @@ class RestObject:
             ctx.resp_headers["Content-Encoding"] = "gzip"
             raw = gzip.compress(raw, mtime=0)
         ctx.resp_body = [raw]
+        ctx.fault = None
 
     def send_chunk(self, data: str | bytes, last: bool = False) -> None:
         """Send ``data`` as the next piece of a chunked answer, from a ``def`` handler, while
@@ -239,6 +258,9 @@ class RestObject:
 
     def setResponse(self, body: str | bytes) -> None:
         self.set_response(body)
+
+    def getStatusCode(self) -> int:
+        return self.status_code()
 
     def setStatusCode(self, status: int) -> None:
         self.set_status_code(status)
@@ -375,7 +397,9 @@ class RestObject:
     def reset_response(self) -> None:
         """Drop the body gathered so far (``setResponse``, ``setFault``, ``sendZipped``); the
         status and headers stay."""
-        self._ctx().resp_body = None
+        ctx = self._ctx()
+        ctx.resp_body = None
+        ctx.fault = None
 
     def reset_headers(self) -> None:
         """Drop every response header set on the REST object so far."""
@@ -532,3 +556,26 @@ def _chunk_encoder(ctx: RequestContext) -> Callable[[str], bytes]:
     except LookupError as exc:
         raise ValueError(f"setChunkedResponse: {exc}") from None
     return codecs.getincrementalencoder(used.codec)().encode
+
+
+def _fault_status(ctx: RequestContext, status: int) -> int:
+    """The status ``setStatusCode(status)`` gives an answer carrying fwrest's error body: a 4xx
+    or 5xx, with the body's ``code`` rewritten (a message that is its status's own phrase, as
+    the standard 500's, follows the status); a lower one is logged, and the error's stands."""
+    was = ctx.resp_status
+    if status < 400:
+        log.app_log.warning(
+            "%s %s: setStatusCode(%d) on an answer with fwrest's error body (setFault, or the "
+            "standard 500): an error is not sent as a success; its status %d stands",
+            ctx.method,
+            log.escape(ctx.path),
+            status,
+            was,
+        )
+        return was
+    message = ctx.fault
+    if message == STATUS_PHRASES.get(was):
+        message = ctx.fault = STATUS_PHRASES.get(status, "Error")
+    if ctx.resp_body:
+        ctx.resp_body[0] = error_body(status, message)
+    return status

@@ -30,8 +30,9 @@ is ignored, and an ``OnSend`` that raises is logged with the answer left to stan
 soon the head is written.
 
 A pool with ``OnSend`` answers a handler's failure inside the call (the standard 500 as a
-``Response``, so that ``OnSend`` can change it); a pool without it leaves the standard 500 to
-the pipeline, as a route without hooks does.
+fault's body, as ``setFault`` gathers one, so that ``OnSend`` can change it: a 4xx or 5xx it sets
+rewrites the body's ``code``, a lower status is refused); a pool without it leaves the standard
+500 to the pipeline, as a route without hooks does.
 
 Owns: those two compositions. Must not know: routing, the pipeline's stages.
 """
@@ -44,7 +45,7 @@ from typing import Any
 
 from fwrest import log
 from fwrest.context.request import RequestContext, Response, current
-from fwrest.errors import HTTPError, RaisedInThread, error_body, is_cancellation
+from fwrest.errors import STATUS_PHRASES, HTTPError, RaisedInThread, error_body, is_cancellation
 from fwrest.server.failures import Failed, log_failure
 from fwrest.server.hooks import Hook
 
@@ -53,7 +54,6 @@ __all__ = ["compose"]
 Call = Callable[[Mapping[str, str]], Awaitable[Any]]
 Run = Callable[..., Awaitable[Any]]  # a pool's submit
 
-_JSON = "application/json"
 # what OnError may return (SPEC 9's results, streams aside)
 _SENDABLE = (dict, list, str, bytes, bytearray, memoryview, bool, int, float, Response)
 
@@ -91,9 +91,17 @@ def _send_failed(hook: Hook, ctx: RequestContext, exc: BaseException, result: An
     raise _failed(hook, ctx, exc) from None
 
 
+def _before_send(result: Any, ctx: RequestContext) -> int:
+    """The status of the answer ``OnSend`` is shown (``rest.getStatusCode()``: a returned
+    ``Response``'s own), to tell whether it set another."""
+    if isinstance(result, Response):
+        ctx.resp_status = result.status
+    return ctx.resp_status
+
+
 def _send_sync(hook: Hook, result: Any) -> Any:
     ctx = current.get()
-    before = ctx.resp_status
+    before = _before_send(result, ctx)
     try:
         hook.func()
     except BaseException as exc:
@@ -110,6 +118,7 @@ def _before_error(hook: Hook, exc: BaseException, ctx: RequestContext) -> None:
     ctx.resp_status = 500
     ctx.resp_headers = None
     ctx.resp_body = None
+    ctx.fault = None
 
 
 def _error_answer(hook: Hook, result: Any, ctx: RequestContext) -> Any:
@@ -142,13 +151,14 @@ def _error_answer(hook: Hook, result: Any, ctx: RequestContext) -> Any:
     return result
 
 
-def _standard_500(ctx: RequestContext) -> Response:
-    """The standard 500 as a result ``OnSend`` may change: a fresh answer (what the handler or
-    ``OnError`` set on the REST object is dropped), the standard body."""
+def _standard_500(ctx: RequestContext) -> None:
+    """The standard 500 as an answer ``OnSend`` may change: a fresh answer (what the handler or
+    ``OnError`` set on the REST object is dropped), the standard body as a fault's (so that a
+    status ``OnSend`` sets rewrites its ``code``, or is refused below 400: ``rest.py``)."""
     ctx.resp_status = 500
     ctx.resp_headers = None
-    ctx.resp_body = None
-    return Response(error_body(500), 500, media_type=_JSON)
+    ctx.fault = STATUS_PHRASES[500]
+    ctx.resp_body = [error_body(500, ctx.fault)]
 
 
 def _error_failed(hook: Hook, ctx: RequestContext, exc: BaseException, sending: bool) -> Any:
@@ -283,7 +293,7 @@ def compose(
             return await submit(_send_sync, send, result)
         # an async OnSend inline (the shape an OnSend that sets a header usually has)
         ctx = current.get()
-        before = ctx.resp_status
+        before = _before_send(result, ctx)
         try:
             await send.func()
         except BaseException as exc:
