@@ -185,6 +185,19 @@ def quiet_events():
 def steps():
     return STEPS
 
+def first_fails(kind):
+    if kind == "raise":
+        raise LookupError("no first item")
+    yield {"int": 5, "none": None}[kind]
+
+async def first_fails_async():
+    raise LookupError("no first item")
+    yield "never"
+
+@get("/first/:kind")
+def first(kind):  # no ActiveTimeout: the first item is read before the head all the same
+    return first_fails_async() if kind == "async" else Response(first_fails(kind), 201)
+
 def on_send():
     rest.setStatusCode(304)
 
@@ -282,6 +295,16 @@ def test_data_that_is_not_json_is_500_and_logged(client: Client, client_config: 
         10,
         "the reason in the log",
     )
+
+
+@pytest.mark.parametrize("kind", ["raise", "async", "int", "none"])
+def test_a_stream_that_fails_before_its_first_item_is_a_clean_500(
+    client: Client, client_config: Path, kind: str
+) -> None:
+    r = client.get(f"/rest/first/{kind}")
+    assert (r.status_code, r.json()["code"]) == (500, 500)
+    said = f"GET /rest/first/{kind}: the streamed answer failed before its first piece"
+    wait_for(lambda: said in client_log(client_config), 10, "the failure in the log")
 
 
 @pytest.mark.parametrize(("path", "status"), [("/nocontent", 204), ("/notmodified", 304)])

@@ -65,7 +65,15 @@ from fwrest.routing import (
 from fwrest.routing.names import TOKEN_BODY_ROUTES
 from fwrest.server.build import LocationPlan, PortPlan
 from fwrest.server.failures import Failed, Raised, contained, log_failure
-from fwrest.server.handler import JSON_TYPE, Handler, Invoke, ResultError, bind, result_reply
+from fwrest.server.handler import (
+    JSON_TYPE,
+    Handler,
+    Invoke,
+    ResultError,
+    bind,
+    reads_ahead,
+    result_reply,
+)
 from fwrest.server.hooks import NO_HOOKS, PoolHooks
 from fwrest.server.hosts import HostCheck, own_authority
 from fwrest.server.pool import ThreadPool
@@ -787,7 +795,9 @@ class PortApp:
                                     reply = self._encode(result, ctx, method, path, handler)
                             else:
                                 reply = self._encode(result, ctx, method, path, handler)
-                                if reply.stream is not None and loc.active_s:
+                                if reply.stream is not None and (
+                                    loc.active_s or reads_ahead(result, reply, method)
+                                ):
                                     reply = await self._first_piece(reply, loc, method, path)
                         finally:
                             current.reset(token)
@@ -861,19 +871,22 @@ class PortApp:
         return await files.serve(req, rel)
 
     async def _first_piece(self, reply: Reply, loc: _Location, method: str, path: str) -> Reply:
-        """``ActiveTimeout`` bounds the time to a stream's first piece (SPEC 10.5): it is
-        awaited before the head is sent, so that a stream that gives nothing in time is a 503,
-        and one that fails before its first piece a 500, as any handler."""
+        """A stream's first piece, awaited before the head is sent, so that one that fails
+        before it is a 500, as any handler (``handler.reads_ahead``); ``ActiveTimeout``
+        bounds the wait (SPEC 10.5): a stream that gives nothing in time is a 503."""
         stream = reply.stream
         assert stream is not None
         failed: BaseException | None = None
         try:
-            first = await asyncio.wait_for(anext(stream, None), loc.active_s)
+            if loc.active_s:
+                first = await asyncio.wait_for(anext(stream, None), loc.active_s)
+            else:
+                first = await anext(stream, None)
         except Exception as exc:
             failed = exc
         if failed is not None:  # the stream closed outside the except (mypyc_lint)
             await close_stream(stream)
-            if isinstance(failed, TimeoutError):
+            if isinstance(failed, TimeoutError) and loc.active_s:
                 log.server_log.error(
                     "%s %s gave no first piece within ActiveTimeout=%d ms of [%s]; answered 503",
                     method,

@@ -32,7 +32,16 @@ from fwrest.server.streams import events, is_stream, pieces
 from fwrest.server.typed import typed_function
 from fwrest.wire import Reply
 
-__all__ = ["JSON_TYPE", "Handler", "Invoke", "Reply", "Submit", "bind", "result_reply"]
+__all__ = [
+    "JSON_TYPE",
+    "Handler",
+    "Invoke",
+    "Reply",
+    "Submit",
+    "bind",
+    "reads_ahead",
+    "result_reply",
+]
 
 JSON = "application/json"
 JSON_TYPE = ("content-type", JSON)  # the header pair of a JSON reply, shared
@@ -213,6 +222,20 @@ def _encode(value: Any, charset: Charset) -> tuple[bytes, str]:
     if isinstance(value, VIEWS):
         return to_json(value), JSON  # a view the REST object handed out, as the dict it shows
     raise ResultError(f"a handler returned a {type(value).__name__}, which fwrest cannot send")
+
+
+def reads_ahead(result: Any, reply: Reply, method: str) -> bool:
+    """Whether the first piece of the stream ``result`` was encoded into (``reply``) is read
+    before the answer's head goes out, on every location (SPEC 10.5: with ``ActiveTimeout``,
+    every stream's is): a handler's iterator, so that one failing (or giving an item that is
+    not text or bytes) before its first piece is a clean 500, not a 200 cut short. Not an
+    ``EventStream`` (an event-stream client expects the head at once), nor
+    ``setChunkedResponse``'s (its head went with its first piece), nor a finished ``Reply``;
+    nor any stream of an answer without content (HEAD, 204, 205, 304), closed unread."""
+    status = reply.status
+    if method == "HEAD" or status == 204 or status == 205 or status == 304:
+        return False
+    return not isinstance(result, (EventStream, ChunkedAnswer, Reply))
 
 
 def result_reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Reply:
