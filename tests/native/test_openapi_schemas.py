@@ -81,6 +81,7 @@ def create(order: Order) -> Order | Response:
 def more(
     data: dict[str, int], amount: decimal.Decimal = decimal.Decimal(0),
     lit: Literal["a", "b"] = "a", pair: tuple[int, int] | None = None, uniq: set[int] = set(),
+    at: datetime.datetime | None = None, days: list[datetime.datetime] = [],
 ):
     return {}
 
@@ -155,7 +156,9 @@ def test_path_and_query_parameters_have_schemas_and_required(doc: dict[str, Any]
     ]
 
 
-def test_decimals_literals_tuples_sets_and_dict_bodies_have_schemas(doc: dict[str, Any]) -> None:
+def test_decimals_literals_datetimes_tuples_sets_and_dict_bodies_have_schemas(
+    doc: dict[str, Any],
+) -> None:
     op = doc["paths"]["/rest/more"]["post"]
     pair = {"type": "array", "minItems": 2, "maxItems": 2, "items": False}
     assert op["parameters"] == [
@@ -164,6 +167,9 @@ def test_decimals_literals_tuples_sets_and_dict_bodies_have_schemas(doc: dict[st
         param("pair", "query", False, prefixItems=[{"type": "integer"}] * 2, **pair),
         param("uniq", "query", False, type="array", items={"type": "integer"}, uniqueItems=True,
               default=[]),
+        param("at", "query", False, type="string", format="date-time"),  # as date's "date"
+        param("days", "query", False, type="array", default=[],
+              items={"type": "string", "format": "date-time"}),
     ]  # fmt: skip
     schema = {"type": "object", "additionalProperties": {"type": "integer"}}
     assert op["requestBody"]["content"]["application/json"]["schema"] == schema

@@ -12,9 +12,10 @@ Owns: turning hints into schemas. Must not know: the request path.
 
 from __future__ import annotations
 
+import datetime
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -74,13 +75,32 @@ def _is_raw(answer: Any) -> bool:
     return answer is str or answer is bytes
 
 
+# msgspec writes a datetime as a string without a format (it takes one without an offset, which
+# RFC 3339's date-time has): a path or query parameter says date-time, as date and uuid say theirs
+_DATE_TIME = Annotated[datetime.datetime, msgspec.Meta(extra_json_schema={"format": "date-time"})]
+_REPEATED = (list, tuple, set, frozenset)
+
+
+def _dated(hint: Any) -> Any:
+    """``hint`` with each ``datetime.datetime`` saying ``format: date-time``."""
+    if hint is datetime.datetime:
+        return _DATE_TIME
+    origin = typing.get_origin(hint)
+    if origin is Annotated:
+        base, *metas = typing.get_args(hint)
+        return Annotated[(_dated(base), *metas)]
+    if origin in _REPEATED:
+        return origin[tuple(a if a is Ellipsis else _dated(a) for a in typing.get_args(hint))]
+    return hint
+
+
 def _value_hint(param: Param) -> Any:
     """The type of a parameter's value as a client writes it (a query list's items aside)."""
     if param.source == "body":
         return param.hint
     if param.many:
-        return param.shape  # without ``| None``: an absent parameter is its default
-    return param.scalar
+        return _dated(param.shape)  # without ``| None``: an absent parameter is its default
+    return _dated(param.scalar)
 
 
 def _schemas(hints: list[Any]) -> tuple[list[dict[str, Any] | None], dict[str, Any]]:
