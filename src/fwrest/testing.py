@@ -38,6 +38,7 @@ from fwrest.context.request_id import request_id_of
 from fwrest.errors import HTTPError, StreamCut, is_cancellation
 from fwrest.server.app import PortApp
 from fwrest.server.build import ServicePlan, open_runtime
+from fwrest.server.hooks import StartFailed
 from fwrest.server.http import asks_close
 from fwrest.server.service import _release_logging, _setup_logging, prepare
 from fwrest.server.worker import Worker, new_loop
@@ -204,6 +205,9 @@ class _Runtime:
                 self._loop, self._thread = loop, thread
                 worker = Worker(self.plan, [])
                 asyncio.run_coroutine_threadsafe(worker.open(), loop).result(_CALL_TIMEOUT_S)
+            except StartFailed as failed:  # an OnStart raised: as fwrest.start() says it
+                self._shut()
+                raise failed.config_error() from None
             except BaseException:
                 self._shut()
                 raise
@@ -430,7 +434,8 @@ class Client(httpx.Client):
         **kwargs: passed to :class:`httpx.Client` (``headers``, ``auth``, ``timeout``...).
 
     Raises:
-        ConfigError: the configuration is invalid.
+        ConfigError: the configuration is invalid; entering it (``with``, the first request):
+            a pool's ``OnStart`` raised (its traceback logged), as :func:`fwrest.start` says.
         ValueError: it has no server section named ``server``.
     """
 

@@ -15,6 +15,7 @@ import pytest
 
 import fwrest
 from fwrest import ConfigError
+from fwrest.testing import Client
 from tests.conftest import (
     ServerProcess,
     free_config,
@@ -173,13 +174,19 @@ def test_an_on_start_that_raises_fails_the_service_start(tmp_path: Path, hook: s
     assert "starting a replacement" not in log
 
 
-def test_an_on_start_that_raises_fails_start_in_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["start", "client"])
+def test_an_on_start_that_raises_fails_start_in_process(tmp_path: Path, how: str) -> None:
+    """fwrest.start() and the test client say it alike (docs/hooks.md): a ConfigError."""
     extra = {"POOL": {"OnStart": "start_fails"}}
-    cfg = module_config(tmp_path, "hooks_start_fails_app", app=APP, extra=extra)
+    name = f"hooks_start_fails_{how}_app"
+    cfg = module_config(tmp_path, name, app=APP, extra=extra)
     with pytest.raises(ConfigError) as caught:
-        fwrest.start(cfg)
+        if how == "start":
+            fwrest.start(cfg)
+        else:
+            Client(cfg).__enter__()
     message = str(caught.value)
-    assert "[POOL] OnStart: the service did not start: OnStart hooks_start_fails_app." in message
+    assert f"[POOL] OnStart: the service did not start: OnStart {name}." in message
     assert "raised RuntimeError: no database" in message
 
 

@@ -99,6 +99,15 @@ class StartFailed(RuntimeError):
         super().__init__(f"{hook.label} raised {type(exc).__name__}: {exc}")
         self.hook = hook
 
+    def config_error(self) -> ConfigError:
+        """The failed start as ``fwrest.start()`` and ``fwrest.testing.Client`` raise it."""
+        return ConfigError(
+            f"the service did not start: {self}.",
+            section=self.hook.section,
+            key=self.hook.key,
+            fix="the log holds its traceback; the worker serves once every OnStart returns.",
+        )
+
 
 def _resolve(
     repo: Repository,

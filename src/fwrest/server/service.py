@@ -425,12 +425,7 @@ def _start_in_process(service: Service, plan: ServicePlan) -> Service:
         thread.join(5)
         failed = failure[0]
         if isinstance(failed, StartFailed):
-            raise ConfigError(
-                f"the service did not start: {failed}.",
-                section=failed.hook.section,
-                key=failed.hook.key,
-                fix="the log holds its traceback; the worker serves once every OnStart returns.",
-            ) from None
+            raise failed.config_error() from None
         raise failed
     with _running_lock:
         _running.add(service)
