@@ -136,6 +136,15 @@ def bytes_header():
 def header_name():
     return Response(b"x", headers={rest.getQueryRequest()["name"]: "1"})
 
+@get("/cookies")
+def cookies():  # pairs: a name given twice is sent twice, unless the REST object sets it
+    rest.setKeyHeaderResponse("X-A", "rest")
+    pairs = [("Set-Cookie", "a=1"), ("X-A", "1"), ("set-cookie", "b=2"), ("X-A", "2")]
+    if rest.getQueryRequest().get("as") == "dict":
+        pairs = dict([("Set-Cookie", "a=1"), ("set-cookie", "b=2")])  # one line a name
+    body = iter(["streamed"]) if rest.getQueryRequest().get("as") == "stream" else "whole"
+    return Response(body, headers=pairs)
+
 @get("/media")
 def media():
     return Response(b"x", media_type=rest.getQueryRequest()["type"])
@@ -295,6 +304,19 @@ def test_data_that_is_not_json_is_500_and_logged(client: Client, client_config: 
         10,
         "the reason in the log",
     )
+
+
+@pytest.mark.parametrize(
+    ("query", "cookies"),
+    [("", ["a=1", "b=2"]), ("?as=stream", ["a=1", "b=2"]), ("?as=dict", ["b=2"])],
+)
+def test_a_response_given_pairs_sends_a_repeated_name_each_time(
+    client: Client, query: str, cookies: list[str]
+) -> None:
+    r = client.get(f"/rest/cookies{query}")
+    assert r.status_code == 200, r.text
+    assert r.headers.get_list("set-cookie") == cookies
+    assert r.headers.get_list("x-a") == ["rest"]
 
 
 @pytest.mark.parametrize("kind", ["raise", "async", "int", "none"])

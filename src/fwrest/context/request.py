@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -167,7 +167,8 @@ class Response:
             iterator or async iterator of ``bytes``/``str`` sent as it comes (SPEC 10.5);
             ``None`` is an empty body, as ``b""`` (whatever the status).
         status: the HTTP status.
-        headers: extra headers.
+        headers: extra headers: a mapping, or a list of ``(name, value)`` pairs, in which a
+            name given more than once is sent once per pair (two ``Set-Cookie`` lines).
         media_type: the ``Content-Type``; chosen from ``body`` when omitted.
     """
 
@@ -183,12 +184,16 @@ class Response:
         | AsyncIterator[Any]
         | None = b"",
         status: int = 200,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         media_type: str | None = None,
     ) -> None:
         self.body = b"" if body is None else body
         self.status = status
-        self.headers = dict(headers or {})
+        self.headers: dict[str, str] | list[tuple[str, str]] = (
+            dict(headers or {})
+            if headers is None or isinstance(headers, Mapping)
+            else list(headers)
+        )
         self.media_type = media_type
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -265,12 +265,56 @@ def _checked(result: Response) -> tuple[int, str | None, list[tuple[str, str]]]:
         if result.media_type:
             media = check_header("Content-Type", result.media_type)[1]
         headers = result.headers
-        if not isinstance(headers, dict):  # Response copies it into a dict, unless replaced
+        if isinstance(headers, dict):  # one line a name, whatever its case
+            extra = [
+                check_header(n, v)
+                for n, v in {n.lower(): (n, v) for n, v in headers.items()}.values()
+            ]
+        elif isinstance(headers, list):  # pairs: a name given twice is sent twice
+            extra = [check_header(*_pair(item)) for item in headers]
+        else:  # Response copies them into a dict or a list, unless replaced
             raise ValueError(f"its headers are a {type(headers).__name__}, not a dict")
-        extra = [check_header(name, value) for name, value in headers.items()]
     except ValueError as exc:
         raise ResultError(f"a handler returned a Response that cannot be sent: {exc}") from None
     return status, media, extra
+
+
+def _pair(item: Any) -> tuple[Any, Any]:
+    """A ``(name, value)`` pair of a ``Response``'s list of headers.
+
+    Raises:
+        ValueError: it is not a pair.
+    """
+    if not isinstance(item, tuple | list) or len(item) != 2:
+        raise ValueError(f"its headers hold {item!r}, not a (name, value) pair")
+    return item[0], item[1]
+
+
+def _put(headers: dict[str, str], extra: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A ``Response``'s headers put in ``headers`` by lower-case name; returns the earlier
+    pairs of a name its list gives more than once (two ``Set-Cookie``), sent before its last."""
+    seen: set[str] = set()
+    again: list[tuple[str, str]] = []
+    for name, value in extra:
+        low = name.lower()
+        if low in seen:
+            again.append((low, headers[low]))
+        seen.add(low)
+        headers[low] = value
+    return again
+
+
+def _pairs(
+    headers: dict[str, str], again: Sequence[tuple[str, str]], ctx: RequestContext
+) -> list[tuple[str, str]]:
+    """The answer's headers, with ``again`` (:func:`_put`) for the names the REST object did
+    not set (its header replaces the ``Response``'s, as for any name) and the engine's own
+    framing ones left out."""
+    if not again:
+        return list(headers.items())
+    taken = {n.lower() for n in ctx.resp_headers or ()}
+    kept = [(n, v) for n, v in again if n not in taken and n in headers]
+    return [*kept, *headers.items()]
 
 
 def _text(value: str, charset: Charset, encode: Callable[[str], bytes] | None = None) -> bytes:
@@ -322,13 +366,13 @@ def _stream_reply(result: Any, ctx: RequestContext, submit: Submit | None) -> Re
     headers: dict[str, str] = {"content-type": charset.text_type}
     status = ctx.resp_status
     source = result
+    again: Sequence[tuple[str, str]] = ()
     if isinstance(result, Response):
         status, media, extra = _checked(result)
         source = result.body
         if media:
             headers["content-type"] = media
-        for name, value in extra:
-            headers[name.lower()] = value
+        again = _put(headers, extra)
     if ctx.resp_headers:
         for name, value in ctx.resp_headers.items():
             headers[name.lower()] = value
@@ -338,7 +382,8 @@ def _stream_reply(result: Any, ctx: RequestContext, submit: Submit | None) -> Re
     used, headers["content-type"] = _answer_charset(
         headers.get("content-type") or charset.text_type, charset
     )
-    return Reply(status, list(headers.items()), b"", stream=pieces(source, submit, used))
+    stream = pieces(source, submit, used)
+    return Reply(status, _pairs(headers, again, ctx), b"", stream=stream)
 
 
 def _event_reply(result: EventStream, ctx: RequestContext, submit: Submit | None) -> Reply:
@@ -423,6 +468,7 @@ def _reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Re
             # setChunkedResponse's first piece: the status and headers set so far, then pieces
             return _chunked_reply(result, ctx)
     headers: dict[str, str] = {}
+    again: Sequence[tuple[str, str]] = ()  # a Response's header given twice (two Set-Cookie)
     charset = ctx.port.charset
     # a str body, encoded once its final label is known (SPEC 10.6: the charset it declares)
     text: str | list[str | bytes] | None = None
@@ -436,8 +482,7 @@ def _reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Re
             else:
                 body, encoded_media = _encode(result.body, charset)
                 headers["content-type"] = media or encoded_media
-            for name, value in extra:
-                headers[name.lower()] = value
+            again = _put(headers, extra)
         elif isinstance(result, str):
             if ctx.resp_headers is None:  # the common text answer: its label is the server's
                 return Reply(status, [("content-type", charset.text_type)], _text(result, charset))
@@ -464,4 +509,4 @@ def _reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Re
     headers.pop("content-length", None)
     headers.pop("transfer-encoding", None)
     headers.pop("connection", None)
-    return Reply(status, list(headers.items()), body)
+    return Reply(status, _pairs(headers, again, ctx), body)
