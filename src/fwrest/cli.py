@@ -146,7 +146,7 @@ def _store_migrate(path: str, check: bool) -> int:
 
 def _revoke_user(path: str, user: str) -> int:
     from fwrest.config.loader import load_config
-    from fwrest.store import StoreError, open_store
+    from fwrest.store import StoreError, UnconfirmedWrite, open_store
     from fwrest.store.audit import NOT_KEPT, command_audit, command_event
     from fwrest.store.families import revoke_user, user_name_problem
 
@@ -179,6 +179,12 @@ def _revoke_user(path: str, user: str) -> int:
                 kept = audit.record_now(event)
         finally:
             store.close()
+    except UnconfirmedWrite as exc:  # kept by the primary alone: a failover could lose it
+        print(
+            f"fwrest: error: {exc}: the revocation may not be kept; run the command again",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     except StoreError as exc:
         print(f"fwrest: error: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -28,7 +28,7 @@ import pytest
 import trustme
 
 from fwrest.store import AUDIT_KEEP, RefreshRecord, StateStore, StoreError, open_store
-from fwrest.store.base import UnconfirmedSpend
+from fwrest.store.base import UnconfirmedWrite
 from fwrest.store.memory import MemoryStore
 from fwrest.store.redis import RedisClusterStore, RedisStore
 from fwrest.store.redis_target import RedisOptions
@@ -79,11 +79,12 @@ COVERED = {
 
 
 class Confirmed:
-    """A store behind Sentinel or on a cluster whose spend no replica confirmed within
-    REPLICA_WAIT_MS (UnconfirmedSpend) is spent again with its claim, which answers the same:
-    on a loaded machine a replica's ack can come later (CI saw it), and this suite checks the
-    records, not a replica's speed (tests/store/test_redis_forms.py checks that). Everything
-    else goes to the store as it is."""
+    """A store behind Sentinel or on a cluster whose spend, revocation or proof's use no
+    replica confirmed within REPLICA_WAIT_MS (UnconfirmedWrite) is made again, which answers
+    the same (a spend's claim; a revocation is idempotent; an unconfirmed proof's use was taken
+    back): on a loaded machine a replica's ack can come later (CI saw it), and this suite
+    checks the records, not a replica's speed (tests/store/test_redis_forms.py checks that).
+    Everything else goes to the store as it is."""
 
     def __init__(self, store: StateStore) -> None:
         object.__setattr__(self, "wrapped", store)
@@ -94,11 +95,20 @@ class Confirmed:
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self.wrapped, name, value)
 
-    def spend_refresh(self, *args: Any) -> Any:
+    def _confirmed(self, name: str, *args: Any) -> Any:
         for _ in range(CONFIRM_TRIES - 1):
-            with contextlib.suppress(UnconfirmedSpend):
-                return self.wrapped.spend_refresh(*args)
-        return self.wrapped.spend_refresh(*args)
+            with contextlib.suppress(UnconfirmedWrite):
+                return getattr(self.wrapped, name)(*args)
+        return getattr(self.wrapped, name)(*args)
+
+    def spend_refresh(self, *args: Any) -> Any:
+        return self._confirmed("spend_refresh", *args)
+
+    def revoke_family(self, *args: Any) -> Any:
+        return self._confirmed("revoke_family", *args)
+
+    def note_proof(self, *args: Any) -> Any:
+        return self._confirmed("note_proof", *args)
 
 
 def unwrapped(store: StateStore) -> StateStore:

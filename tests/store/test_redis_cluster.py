@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 import trustme
 
+from fwrest.store import RedisOptions, StateStore, UnconfirmedWrite, open_store
+from fwrest.store.redis import KeyLayout
 from fwrest.testing import Client
-from tests.conftest import free_port, run_forked
+from tests.conftest import free_port, run_forked, wait_for
 from tests.redis_support import (
     RedisCluster,
     RedisServer,
@@ -139,6 +142,37 @@ def test_a_refresh_no_replica_confirms_answers_503_and_the_token_stays_valid(
     assert len(replicas) == 3, replicas
     with Client(oauth_service(tmp_path, ca, "cluster_unconfirmed", keys)) as client:
         unconfirmed_spend_is_undone(client, replicas)
+
+
+def test_a_revocation_or_a_proof_no_replica_confirms_is_unconfirmed(
+    cluster: RedisCluster, tmp_path: Path
+) -> None:
+    """SPEC 12.3 and 16.2 across a failover: with the replica of the master holding the
+    revocation list or a proof's id cut off (frozen, its link killed) the master alone would
+    keep the write, and its failover lose it (a review saw revoked tokens and a used proof
+    accepted again): UnconfirmedWrite (the routes answer 503, the command exits 1:
+    tests/faults/test_sentinel_failover.py), the proof's use taken back. A store opened since
+    (the command's) knows of the replica from the cluster's bus."""
+    layout = KeyLayout.cluster(DB)
+    writes: dict[str, Callable[[StateStore], object]] = {
+        layout.revoked: lambda store: store.revoke_family("fam-cut", time.time() + 60),
+        layout.proof("p-cut"): lambda store: store.note_proof("p-cut", 60.0),
+    }
+    for key, write in writes.items():
+        master = cluster.master_of(key)
+        replica = cluster.replica_of(master)
+        with contextlib.closing(master.client()) as direct:
+            replica.freeze()
+            try:
+                direct.client_kill_filter(_type="replica")
+                cut = direct.info
+                wait_for(lambda: cut("replication")["connected_slaves"] == 0, 10, "cut")  # noqa: B023
+                store = open_store(cluster.url, tmp_path, RedisOptions(password=PASSWORD))
+                with pytest.raises(UnconfirmedWrite), contextlib.closing(store):
+                    write(store)
+                assert ("proof" not in key) or direct.get(key) is None  # taken back
+            finally:
+                replica.thaw()
 
 
 def test_what_only_the_cluster_can_tell_is_a_start_error(

@@ -22,6 +22,7 @@ from fwrest.store.base import (
     StoreError,
     TokenStore,
     UnconfirmedSpend,
+    UnconfirmedWrite,
 )
 from fwrest.store.redis_target import RedisOptions, quiet_redis, shown_url
 
@@ -43,6 +44,7 @@ __all__ = [
     "StoreError",
     "TokenStore",
     "UnconfirmedSpend",
+    "UnconfirmedWrite",
     "open_store",
     "shown_url",
 ]

@@ -21,6 +21,8 @@ __all__ = [
     "StoreBase",
     "StoreError",
     "TokenStore",
+    "UnconfirmedSpend",
+    "UnconfirmedWrite",
     "settings_stamp",
 ]
 
@@ -29,7 +31,14 @@ class StoreError(Exception):
     """The store cannot be reached or answered badly; callers fail closed (503)."""
 
 
-class UnconfirmedSpend(StoreError):
+class UnconfirmedWrite(StoreError):
+    """A write that must outlive a failover (a family's revocation, a DPoP proof's use, a
+    refresh token's spend) that its master did but no replica confirmed in time (Sentinel, a
+    cluster): a failover could promote that replica without it. The caller answers 503; the
+    write is idempotent for a retry (a proof's use was taken back)."""
+
+
+class UnconfirmedSpend(UnconfirmedWrite):
     """A refresh token's spend that its master did but no replica confirmed in time (Sentinel,
     a cluster): a failover could hand the token, unspent, to that replica. The spend stands
     until its caller undoes it (``restore_refresh``); no new pair may be given for it."""
@@ -98,7 +107,14 @@ class TokenStore(StoreBase, Protocol):
         answered 503): the token is unspent again unless another claim spent it meanwhile."""
         ...
 
-    def revoke_family(self, family: str, until: float) -> None: ...
+    def revoke_family(self, family: str, until: float) -> None:
+        """Revoke ``family`` until ``until`` (a later ``until`` already kept stays).
+
+        Raises:
+            UnconfirmedWrite: (Sentinel, a cluster) no replica confirmed it in time: a
+                failover could lose it; the same call again is harmless.
+        """
+        ...
 
     def revoked_families(self) -> dict[str, float]: ...
 
@@ -145,7 +161,13 @@ class ProofStore(StoreBase, Protocol):
     def note_proof(self, proof_id: str, keep_s: float) -> bool:
         """Remember ``proof_id`` (a hash of the proof's key and ``jti``) for ``keep_s``
         seconds, the proof's window: True when it was not known, False when it was (a
-        replay). Atomic: of simultaneous calls with one id, one answers True."""
+        replay). Atomic: of simultaneous calls with one id, one answers True.
+
+        Raises:
+            UnconfirmedWrite: (Sentinel, a cluster) no replica confirmed the new id in time:
+                a failover could lose it, so it was taken back (best effort) and the proof
+                is not to be accepted now.
+        """
         ...
 
 

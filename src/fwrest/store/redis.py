@@ -19,7 +19,11 @@ until a replica has it: Redis replicates asynchronously, and a spend the primary
 when it died would let the token be spent again on the promoted replica (SPEC 15: no refresh
 token spent twice across a failover). A spend no replica confirmed in that time, where the
 master has one, is :class:`~fwrest.store.base.UnconfirmedSpend` (its caller undoes it and
-answers 503).
+answers 503). So are a family's revocation and a DPoP proof's use
+(:class:`~fwrest.store.base.UnconfirmedWrite`: 503, the revocation tried again by the client,
+the proof's use taken back): a failover must not give back a revoked family or a used proof.
+Behind Sentinel such a write also asks the sentinels for the primary again: the pool's
+connections to a primary they no longer name are dropped (:meth:`RedisStore._follow`).
 
 A password never reaches a message: the URL is shown by ``shown_url`` and the password is
 scrubbed from the driver's text.
@@ -27,6 +31,7 @@ scrubbed from the driver's text.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -35,7 +40,7 @@ import ssl
 import stat
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -57,6 +62,7 @@ from fwrest.store.base import (
     RefreshRecord,
     StoreError,
     UnconfirmedSpend,
+    UnconfirmedWrite,
 )
 from fwrest.store.redis_target import (
     CLUSTER_SCHEMES,
@@ -107,6 +113,11 @@ return out
 _SPEND_STATUS = {1: "ok", 2: "spent", 3: "client", 4: "expired"}
 _RESTORE = """
 if redis.call('HGET', KEYS[1], 'spent') == ARGV[1] then redis.call('HSET', KEYS[1], 'spent', '0') end
+return 0
+"""
+# a DPoP proof's use taken back (no replica confirmed it): ARGV[1] the value that noted it
+_FORGET = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 0
 """
 # an authorization code taken once (SPEC 16.1): ARGV[1] the family of the request taking it
@@ -446,7 +457,10 @@ class _Replicas:
     or the master itself replaced by a failover it has not heard of yet) is taken to have one
     for :data:`REPLICA_GONE_S`: that replica may still be promoted without the spends made
     meanwhile, so they are unconfirmed (503, undone) rather than left to stand. Masters are
-    told apart by their replication id (a promoted replica takes a new one)."""
+    told apart by their replication id (a promoted replica takes a new one). A process that
+    never saw the replica (one just started: ``fwrest tokens revoke`` is) learns of it from
+    the topology: a master listing none asks ``lately`` (the store's
+    :meth:`~RedisStore._replica_lately`) how long ago a replica of it last answered."""
 
     def __init__(self) -> None:
         self._known: dict[str, tuple[float, bool]] = {}
@@ -467,13 +481,19 @@ class _Replicas:
             return True
         return now - self._had.get(replid, -math.inf) < REPLICA_GONE_S
 
-    def present(self, name: str, client: Any) -> bool:
+    def present(self, name: str, client: Any, lately: Callable[[Any], float | None]) -> bool:
         now = time.monotonic()
         known = self._known.get(name)
         if known is not None and known[0] > now:
             return known[1]
         try:
-            present = self.waited_for(client.execute_command("INFO", "replication"))
+            info = client.execute_command("INFO", "replication")
+            if isinstance(info, dict) and not int(info.get("connected_slaves", 0) or 0):
+                ago = lately(client)
+                if ago is not None:
+                    replid = str(info.get("master_replid", ""))
+                    self._had[replid] = max(self._had.get(replid, -math.inf), now - ago)
+            present = self.waited_for(info)
         except (redis.RedisError, RedisClusterException):
             present = True
         self._known[name] = (now + REPLICAS_CHECK_S, present)
@@ -490,6 +510,16 @@ _AFTER_SPEND: dict[bool, tuple[Any, ...]] = {
     True: ("WAIT", 1, REPLICA_WAIT_MS),
     False: ("INFO", "replication"),
 }
+
+
+# the writes a failover must not lose, as an unconfirmed one's error names them
+_SPEND_WRITE = ("a refresh token's spend", UnconfirmedSpend)
+_REVOKE_WRITE = ("a token family's revocation", UnconfirmedWrite)
+_PROOF_WRITE = ("a DPoP proof's use", UnconfirmedWrite)
+
+
+def _always(out: Any) -> bool:
+    return True
 
 
 # what a probe's problem says when Redis has no database of the URL's index (a fault of
@@ -524,6 +554,7 @@ class RedisStore:
         self._release = self._script(_RELEASE)
         self._raise = self._script(_RAISE)
         self._set_settings = self._script(_SET_SETTINGS)
+        self._forget = self._script(_FORGET)
 
     def _script(self, text: str) -> Any:
         """A Lua script, called as ``script(keys=[...], args=[...])``."""
@@ -699,40 +730,108 @@ class RedisStore:
         code), with its ``WAIT`` where the store is replicated. ``confirm``: a spend (answer
         1) that no replica confirmed is :class:`UnconfirmedSpend` (see :meth:`_unconfirmed`)."""
         script = self._spend if script is None else script
-        if self._replicated:
-            waits = self._replicas.present("master", self._r)
-            pipe = self._r.pipeline(transaction=False)
-            script(keys=[key], args=args, client=pipe)
-            # WAIT where the master has a replica; else INFO, after the script (in order on
-            # the connection): a replica it lists attached since (_Replicas)
-            pipe.execute_command(*_AFTER_SPEND[waits])
-            out, after = self._call(pipe.execute)
-            if waits:
-                unconfirmed = int(after) < 1
-            else:
-                unconfirmed = self._replicas.waited_for(after)
-                if unconfirmed:
-                    self._replicas.attached("master")
-            if confirm and int(out[0]) == 1 and unconfirmed:
-                self._unconfirmed(self._r)
-            return out
-        return self._call(script, keys=[key], args=args)
+        if not self._replicated:
+            return self._call(script, keys=[key], args=args)
 
-    def _unconfirmed(self, client: Any) -> None:
-        """(a spend no replica confirmed within :data:`REPLICA_WAIT_MS`) Raise
-        :class:`UnconfirmedSpend` where the spend's master (``client``) has a replica: one
-        that lags, is frozen or cut off, and that a failover could promote with the token
-        unspent. A master without any replica has no copy to lose the spend to: it stands,
-        unless it listed one a moment ago (:class:`_Replicas`)."""
+        def spent(out: Any) -> bool:
+            return confirm and int(out[0]) == 1
+
+        def send(pipe: Any) -> None:
+            self._queue_script(pipe, script, key, args)
+
+        return self._confirmed(key, send, spent, _SPEND_WRITE, script)
+
+    def _queue_script(self, pipe: Any, script: Any, key: str, args: list[str]) -> None:
+        script(keys=[key], args=args, client=pipe)
+
+    def _confirmed(
+        self,
+        key: str,
+        send: Callable[[Any], None],
+        wanted: Callable[[Any], bool],
+        what: tuple[str, type[UnconfirmedWrite]],
+        script: Any = None,
+    ) -> Any:
+        """(a replicated store) The answer of the one write ``send`` queues on a pipeline
+        (``script``'s, a Lua script), with ``WAIT`` after it on the same connection where the
+        master has a replica, else ``INFO`` (a replica that attached since: _Replicas). A
+        write whose answer is ``wanted`` judged and that no replica confirmed: see
+        :meth:`_unconfirmed` (``what``: the write's name and error)."""
+        waits = self._replicas.present("master", self._r, self._replica_lately)
+        pipe = self._r.pipeline(transaction=False)
+        send(pipe)
+        pipe.execute_command(*_AFTER_SPEND[waits])
+        out, after = self._call(pipe.execute)
+        if self._judged("master", waits, after) and wanted(out):
+            self._unconfirmed(self._r, what)
+        return out
+
+    def _judged(self, name: str, waits: bool, after: Any) -> bool:
+        """Whether a write on the master ``name`` is unconfirmed, by what followed it on its
+        connection: ``WAIT``'s count (``waits``), else ``INFO replication``."""
+        if waits:
+            return isinstance(after, Exception) or int(after) < 1
+        unconfirmed = self._replicas.waited_for(after)
+        if unconfirmed:
+            self._replicas.attached(name)
+        return unconfirmed
+
+    def _unconfirmed(self, client: Any, what: tuple[str, type[UnconfirmedWrite]]) -> None:
+        """(a write no replica confirmed within :data:`REPLICA_WAIT_MS`) Raise ``what``'s
+        error where the write's master (``client``) has a replica: one that lags, is frozen
+        or cut off, and that a failover could promote without the write. A master without
+        any replica has no copy to lose the write to: it stands, unless it listed one a
+        moment ago (:class:`_Replicas`)."""
         try:
             info = client.execute_command("INFO", "replication")
         except (redis.RedisError, RedisClusterException):
-            info = None  # taken for a master with a replica: the spend is undone
+            info = None  # taken for a master with a replica: the write is unconfirmed
         if self._replicas.waited_for(info):
-            raise UnconfirmedSpend(
-                f"redis store {shown_url(self.url)}: no replica confirmed a refresh token's "
-                f"spend within {REPLICA_WAIT_MS} ms"
+            self._follow()
+            name, error = what
+            raise error(
+                f"redis store {shown_url(self.url)}: no replica confirmed {name} within "
+                f"{REPLICA_WAIT_MS} ms"
             )
+
+    def _replica_lately(self, client: Any) -> float | None:
+        """(behind Sentinel, the primary listing no replica) How many seconds ago a replica of
+        the primary last answered the sentinels (the first sentinel that answers tells): one
+        frozen or cut off may still be promoted. None when they know none (one they never
+        had an ``INFO`` from is none: the primary a failover replaced, listed as a replica of
+        the new one from then on, that has not come back; nor one that last reported itself a
+        master)."""
+        pool = getattr(self._r, "connection_pool", None)
+        manager = getattr(pool, "sentinel_manager", None)
+        if pool is None or manager is None:
+            return None
+        for sentinel in manager.sentinels:
+            try:
+                replicas = sentinel.sentinel_slaves(pool.service_name)
+            except redis.RedisError:
+                continue
+            ages = [
+                int(replica.get("last-ok-ping-reply", 0)) / 1000
+                for replica in replicas
+                if replica.get("role-reported") == "slave" and replica.get("info-refresh")
+            ]
+            return min(ages, default=None)
+        return None
+
+    def _follow(self) -> None:
+        """(behind Sentinel, after a write no replica confirmed) Ask the sentinels for the
+        primary now: redis-py's pool asks them only as it makes a connection, so its
+        connections to a primary they no longer name (one a ``SENTINEL FAILOVER`` replaced,
+        a master for seconds more) would take writes its new replica never gets. A primary
+        they name anew drops the pool's idle connections, and those in use as they are
+        given back; the next call connects to the new one."""
+        pool = getattr(self._r, "connection_pool", None)
+        find = getattr(pool, "get_master_address", None)
+        if find is None:
+            return
+        # no sentinel answering, or none naming a primary: the pool stays as it is
+        with contextlib.suppress(redis.RedisError):
+            find()
 
     def add_code(self, code_hash: str, record: bytes, keep_s: float) -> None:
         key = self._keys.code(code_hash)
@@ -743,7 +842,22 @@ class RedisStore:
 
     def note_proof(self, proof_id: str, keep_s: float) -> bool:
         key = self._keys.proof(proof_id)
-        return bool(self._call(self._r.set, key, b"1", nx=True, px=max(int(keep_s * 1000), 1)))
+        keep_ms = max(int(keep_s * 1000), 1)
+        if not self._replicated:
+            return bool(self._call(self._r.set, key, b"1", nx=True, px=keep_ms))
+        # the value is this call's: a use no replica confirmed is taken back only if it is
+        # still this one (answered 503: the client may send the proof again)
+        mine = os.urandom(8).hex().encode()
+
+        def send(pipe: Any) -> None:
+            pipe.set(key, mine, nx=True, px=keep_ms)
+
+        try:
+            return bool(self._confirmed(key, send, bool, _PROOF_WRITE))
+        except UnconfirmedWrite:
+            with contextlib.suppress(StoreError):
+                self._call(self._forget, keys=[key], args=[mine])
+            raise
 
     def take_code(self, code_hash: str, family: str) -> tuple[str, bytes | None, str]:
         if not family:
@@ -760,7 +874,17 @@ class RedisStore:
         self._call(self._restore, keys=[self._keys.rt(token_hash)], args=[claim])
 
     def revoke_family(self, family: str, until: float) -> None:
-        self._call(self._r.zadd, self._keys.revoked, {family: until}, gt=True)
+        key = self._keys.revoked
+        if not self._replicated:
+            self._call(self._r.zadd, key, {family: until}, gt=True)
+            return
+
+        def send(pipe: Any) -> None:
+            pipe.zadd(key, {family: until}, gt=True)
+
+        # judged whether it changed anything: a later revocation kept may be one that no
+        # replica confirmed yet (WAIT confirms every earlier write of the connection's master)
+        self._confirmed(key, send, _always, _REVOKE_WRITE)
 
     def revoked_families(self) -> dict[str, float]:
         now = time.time()
@@ -1095,42 +1219,67 @@ class RedisClusterStore(RedisStore):
         if record.alias:  # a slot of its own; an alias of no record is harmless
             self._call(self._r.set, self._keys.alias(record.alias), record.token_hash, px=ttl_ms)
 
-    def _spend_out(
-        self, key: str, args: list[str], script: Any = None, *, confirm: bool = False
-    ) -> Any:
-        spend = self._spend if script is None else script
-        return self._call(self._spend_waited, key, args, spend, confirm)
+    def _queue_script(self, pipe: Any, script: Any, key: str, args: list[str]) -> None:
+        pipe.evalsha(script.sha, 1, key, *args)
 
-    def _spend_waited(self, key: str, args: list[str], spend: _ClusterScript, confirm: bool) -> Any:
-        """The spend and its ``WAIT`` on one connection to the master of the key's slot (the
-        cluster client would send ``WAIT`` to another node, or on another connection, where it
-        waits for nothing). A connection error, a redirection or a cluster down asks for the
-        slots' owners again and tries again (the claim makes a spend that did run answer the
-        same); a timeout does not (see the module's docstring)."""
+    def _follow(self) -> None:
+        pass  # the cluster client follows a failover by the slots' owners (MOVED)
+
+    def _replica_lately(self, client: Any) -> float | None:
+        """(a master listing no replica) How many seconds ago a replica of it last answered
+        its cluster bus (``CLUSTER NODES``: its last pong, by this host's clock); None when
+        the master knows none."""
+        text = client.execute_command("CLUSTER", "NODES")
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        lines = [line.split() for line in text.splitlines()]
+        me = next((line[0] for line in lines if "myself" in line[2].split(",")), None)
+        pongs = [int(line[5]) for line in lines if me is not None and line[3] == me]
+        if not pongs:
+            return None
+        return max(time.time() - max(pongs) / 1000, 0.0)
+
+    def _confirmed(
+        self,
+        key: str,
+        send: Callable[[Any], None],
+        wanted: Callable[[Any], bool],
+        what: tuple[str, type[UnconfirmedWrite]],
+        script: Any = None,
+    ) -> Any:
+        return self._call(self._confirmed_on_master, key, send, wanted, what, script)
+
+    def _confirmed_on_master(
+        self,
+        key: str,
+        send: Callable[[Any], None],
+        wanted: Callable[[Any], bool],
+        what: tuple[str, type[UnconfirmedWrite]],
+        script: _ClusterScript | None,
+    ) -> Any:
+        """The write and its ``WAIT`` on one connection to the master of the key's slot (the
+        cluster client would send ``WAIT`` to another node, or on another connection, where
+        it waits for nothing). A connection error, a redirection or a cluster down asks for
+        the slots' owners again and tries again (each write is idempotent for its caller: a
+        spend's claim makes a spend that did run answer the same); a timeout does not (see
+        the module's docstring)."""
         cluster = self._r.made()
         for attempt in range(self._retries + 1):
             node = cluster.get_node_from_key(key)
             try:
                 client = cluster.get_redis_connection(node)
-                waits = self._replicas.present(node.name, client)
+                waits = self._replicas.present(node.name, client, self._replica_lately)
                 for _ in range(2):
                     pipe = client.pipeline(transaction=False)
-                    pipe.evalsha(spend.sha, 1, key, *args)
-                    pipe.execute_command(*_AFTER_SPEND[waits])  # as RedisStore._spend_out
+                    send(pipe)
+                    pipe.execute_command(*_AFTER_SPEND[waits])  # as RedisStore._confirmed
                     out, after = pipe.execute(raise_on_error=False)
-                    if not isinstance(out, NoScriptError):
+                    if script is None or not isinstance(out, NoScriptError):
                         break
-                    client.script_load(spend.text)  # a node new to the script: once
+                    client.script_load(script.text)  # a node new to the script: once
                 if isinstance(out, Exception):
                     raise out
-                if waits:
-                    unconfirmed = isinstance(after, Exception) or int(after) < 1
-                else:
-                    unconfirmed = self._replicas.waited_for(after)
-                    if unconfirmed:
-                        self._replicas.attached(node.name)
-                if confirm and int(out[0]) == 1 and unconfirmed:
-                    self._unconfirmed(client)
+                if self._judged(node.name, waits, after) and wanted(out):
+                    self._unconfirmed(client, what)
                 return out
             except _RETRIED:
                 if attempt == self._retries:
