@@ -44,12 +44,15 @@ def user_name_problem(name: str) -> str | None:
 
 def revoke_user(store: TokenStore, subject: str, access_s: float = USER_ACCESS_BOUND_S) -> int:
     """Revoke every token family of ``subject`` (blocking: a store thread or the command);
-    the number of families revoked.
+    the number of families revoked now (one revoked already is not counted; its revocation
+    is lengthened where this one lasts longer).
 
     Raises:
-        StoreError: the store cannot be reached.
+        StoreError: the store cannot be reached (``UnconfirmedWrite``: no replica confirmed
+            a revocation; the same call again is harmless).
     """
     families = store.user_families(subject)
+    before = store.revoked_families() if families else {}
     for family, latest in families.items():
         store.revoke_family(family, family_until(latest, access_s))
-    return len(families)
+    return sum(family not in before for family in families)
