@@ -93,6 +93,9 @@ REPLICAS_CHECK_S = 1.0
 # how long a master that listed a replica and lists none now is taken to have one (Redis's
 # default repl-timeout: a replica cut off for less may still be promoted)
 REPLICA_GONE_S = 60.0
+# behind Sentinel: how long sentinels none of which answered are not asked again about the
+# primary's replicas (each unanswered one may hold a call for a connect timeout)
+SENTINELS_QUIET_S = 10.0
 # 'spent' is '0' (unspent) or the claim that spent it ('1' in stores of an earlier fwrest);
 # 'scope' and 'issued_at' are missing in records of an earlier fwrest (then 'default', '0');
 # ARGV: the claim, the client, '1' when the client is checked, now (epoch seconds): an expired
@@ -546,6 +549,7 @@ class RedisStore:
         self._r: Any = self._connect(url, options, retries)
         self._replicated = url.lower().startswith(SENTINEL_SCHEME)
         self._replicas = _Replicas()
+        self._sentinels_quiet_until = 0.0
         self._spend = self._script(_SPEND)
         self._take = self._script(_TAKE)
         self._restore = self._script(_RESTORE)
@@ -803,7 +807,7 @@ class RedisStore:
         master)."""
         pool = getattr(self._r, "connection_pool", None)
         manager = getattr(pool, "sentinel_manager", None)
-        if pool is None or manager is None:
+        if pool is None or manager is None or time.monotonic() < self._sentinels_quiet_until:
             return None
         for sentinel in manager.sentinels:
             try:
@@ -816,6 +820,7 @@ class RedisStore:
                 if replica.get("role-reported") == "slave" and replica.get("info-refresh")
             ]
             return min(ages, default=None)
+        self._sentinels_quiet_until = time.monotonic() + SENTINELS_QUIET_S
         return None
 
     def _follow(self) -> None:
