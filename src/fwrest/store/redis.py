@@ -1236,7 +1236,7 @@ class RedisClusterStore(RedisStore):
         the master knows none."""
         text = client.execute_command("CLUSTER", "NODES")
         text = text.decode() if isinstance(text, bytes) else str(text)
-        lines = [line.split() for line in text.splitlines()]
+        lines = [fields for fields in map(str.split, text.splitlines()) if len(fields) >= 8]
         me = next((line[0] for line in lines if "myself" in line[2].split(",")), None)
         pongs = [int(line[5]) for line in lines if me is not None and line[3] == me]
         if not pongs:
