@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -162,17 +163,21 @@ def test_a_revocation_or_a_proof_no_replica_confirms_is_unconfirmed(
         master = cluster.master_of(key)
         replica = cluster.replica_of(master)
         with contextlib.closing(master.client()) as direct:
+
+            def replicas(state: str | None, info: Any = direct.info) -> bool:
+                return info("replication").get("slave0", {}).get("state") == state
+
             replica.freeze()
             try:
                 direct.client_kill_filter(_type="replica")
-                cut = direct.info
-                wait_for(lambda: cut("replication")["connected_slaves"] == 0, 10, "cut")  # noqa: B023
+                wait_for(lambda: replicas(None), 10, "the replica cut off")
                 store = open_store(cluster.url, tmp_path, RedisOptions(password=PASSWORD))
                 with pytest.raises(UnconfirmedWrite), contextlib.closing(store):
                     write(store)
                 assert ("proof" not in key) or direct.get(key) is None  # taken back
             finally:
                 replica.thaw()
+            wait_for(lambda: replicas("online"), 15, "the replica in sync for the next test")
 
 
 def test_what_only_the_cluster_can_tell_is_a_start_error(
