@@ -93,8 +93,8 @@ REPLICAS_CHECK_S = 1.0
 # how long a master that listed a replica and lists none now is taken to have one (Redis's
 # default repl-timeout: a replica cut off for less may still be promoted)
 REPLICA_GONE_S = 60.0
-# behind Sentinel: how long sentinels none of which answered are not asked again about the
-# primary's replicas (each unanswered one may hold a call for a connect timeout)
+# behind Sentinel: how long sentinels that did not answer are not asked again about the
+# primary or its replicas (each unanswered one may hold a call for a connect timeout)
 SENTINELS_QUIET_S = 10.0
 # 'spent' is '0' (unspent) or the claim that spent it ('1' in stores of an earlier fwrest);
 # 'scope' and 'issued_at' are missing in records of an earlier fwrest (then 'default', '0');
@@ -832,11 +832,14 @@ class RedisStore:
         given back; the next call connects to the new one."""
         pool = getattr(self._r, "connection_pool", None)
         find = getattr(pool, "get_master_address", None)
-        if find is None:
+        if find is None or time.monotonic() < self._sentinels_quiet_until:
             return
+        began = time.monotonic()
         # no sentinel answering, or none naming a primary: the pool stays as it is
         with contextlib.suppress(redis.RedisError):
             find()
+        if time.monotonic() - began > SOCKET_TIMEOUT_S / 2:  # sentinels timing out: not again
+            self._sentinels_quiet_until = time.monotonic() + SENTINELS_QUIET_S
 
     def add_code(self, code_hash: str, record: bytes, keep_s: float) -> None:
         key = self._keys.code(code_hash)
