@@ -735,6 +735,7 @@ the section [HTTPSERVER] is missing  <=  an empty file[ini]
 [ENV] Repository: the file <path> does not exist  <=  Repository file missing[json]  <=  ENV Repository = "missing.py"
 [ENV] Repository: importing 'raises_at_import' failed: RuntimeError: this module refuses to load (<file>:<line>)  <=  raises at import[ini]
 [ENV] Repository: importing 'exits_at_import' failed: it called sys.exit(3)  <=  exits at import[json]
+[ENV] Repository: importing 'interrupts_at_import' failed: it raised KeyboardInterrupt (<file>:<line>), which is no Exception  <=  interrupts at import[ini]
 # the monitor
 [APP_MONITOR] Port: the monitor is enabled but has no Port  <=  monitor without Port[ini]
 [HTTPSERVER] DataPath: the folder <path> (the sqlite state store) cannot be written: ...  <=  DataPath nowhere[ini]

@@ -364,3 +364,20 @@ def test_workers_0_runs_the_handler_in_the_serve_process(tmp_path: Path) -> None
         assert answer["pid"] == proc.proc.pid
         assert children(proc.proc.pid) == set()
         assert proc.stop() == 0
+
+
+def test_a_module_that_interrupts_at_import_does_not_end_the_service(
+    tmp_path: Path,
+) -> None:
+    """SPEC 13.1: KeyboardInterrupt or another BaseException at import fails the reload, logged
+    as `check` prints it, the old code goes on."""
+    with serving(versioned(tmp_path), workers=1) as proc:
+        url = proc.url() + "/v"
+        raising = {"KeyboardInterrupt": "raise KeyboardInterrupt\n",
+                   "Stop: why": "class Stop(BaseException):\n    pass\n\nraise Stop('why')\n"}  # fmt: skip
+        for count, (shown, source) in enumerate(raising.items(), 1):
+            (tmp_path / "app.py").write_text(source)
+            proc.signal(signal.SIGHUP)
+            wait_for(lambda n=count: proc.log().count("reload failed") == n, 10, "reload fails")
+            assert f"it raised {shown} (" in proc.log() and "Traceback" not in proc.log()
+            assert version_now(url) == 1 and proc.proc.poll() is None

@@ -63,6 +63,7 @@ BAD_MODULES = {
     "syntax_error.py": "def broken(:\n    pass\n",
     "raises_at_import.py": "raise RuntimeError('this module refuses to load')\n",
     "exits_at_import.py": "import sys\nsys.exit(3)\n",
+    "interrupts_at_import.py": "raise KeyboardInterrupt\n",
     "duplicate_route.py": "from fwrest import get\n\n\n@get('/hello')\ndef hello_again():\n"
     "    return {}\n",
 }
@@ -431,6 +432,8 @@ CASES: list[Case] = [
     Case("raises at import", "ini", "refuses to load",
          setting("ENV", "Repository", "raises_at_import")),
     Case("exits at import", "json", "sys.exit", setting("ENV", "Repository", "exits_at_import")),
+    Case("interrupts at import", "ini", "it raised KeyboardInterrupt (",
+         setting("ENV", "Repository", "interrupts_at_import")),
     Case("route registered twice", "json", "registered twice",
          setting("ENV", "Repository", "app, duplicate_route")),
     # the monitor

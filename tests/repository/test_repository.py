@@ -213,6 +213,10 @@ IMPORT_ERRORS = {
                        ["[ENV] Repository: ", "syntax_{u}.py", "SyntaxError", "line 5", ":5)"]),
     "sys.exit at import": ("exits_{u}", "exits_{u}.py", "import sys\nsys.exit(3)\n",
                            ["[ENV] Repository: ", "importing 'exits_{u}' failed", "sys.exit(3)"]),
+    "a BaseException at import": ("stops_{u}", "stops_{u}.py",
+                                  "class Stop(BaseException):\n    pass\n\n\nraise Stop('now')\n",
+                                  ["importing 'stops_{u}' failed: it raised Stop: now (",
+                                   "stops_{u}.py:5), which is no Exception"]),
     # lib/json.py would be imported as json, which is the standard library's
     "shadowing a loaded module": ("lib/json.py", "lib/json.py", "X = 1\n",
                                   ["[ENV] Repository: ", "json.py", "already loaded", "rename"]),

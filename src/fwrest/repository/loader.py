@@ -10,11 +10,13 @@ import importlib.util
 import inspect
 import os
 import pkgutil
+import signal
 import site
 import sys
 import sysconfig
+import threading
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,37 +143,55 @@ class Repository:
         return names
 
     def _run_import(self, env: EnvironmentConfig, name: str, shown: str) -> Any:
-        try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError as exc:
+        with _stop_signals() as stopped:
+            try:
+                return importlib.import_module(name)
+            except BaseException as exc:
+                if stopped:  # Ctrl-C or SIGTERM while it imported: the process stops
+                    raise
+                raise self._import_error(env, name, shown, exc) from None
+
+    def _import_error(
+        self, env: EnvironmentConfig, name: str, shown: str, exc: BaseException
+    ) -> ConfigError:
+        """What a module that failed to import raised, as a one-line error: whatever it raised
+        (``sys.exit()``, ``KeyboardInterrupt`` would end a start without a word, a reload with
+        the supervisor: SPEC 1, 13.1)."""
+        if isinstance(exc, ModuleNotFoundError):
             if exc.name and (exc.name == name or name.startswith(exc.name + ".")):
-                raise self._error(
+                return self._error(
                     env,
                     f"the module {shown!r} was not found (looked in {self.base_dir} "
                     "and the Python path).",
                     "give a module name, a .py file or a folder relative to the config file.",
-                ) from None
-            raise self._error(
+                )
+            return self._error(
                 env,
                 f"importing {shown!r} failed: {_short(exc)}",
                 "install the missing package or fix the import.",
-            ) from None
-        except RouteError as exc:
-            raise self._error(
+            )
+        if isinstance(exc, RouteError):
+            return self._error(
                 env, f"importing {shown!r} failed: {exc}.", "fix the route path in the annotation."
-            ) from None
-        except Exception as exc:
-            raise self._error(
+            )
+        if isinstance(exc, Exception):
+            return self._error(
                 env,
                 f"importing {shown!r} failed: {_short(exc)}",
                 "fix the module; `python -c 'import ...'` shows the same error.",
-            ) from None
-        except SystemExit as exc:  # sys.exit() at import would end the start without a word
-            raise self._error(
+            )
+        if isinstance(exc, SystemExit):
+            return self._error(
                 env,
                 f"importing {shown!r} failed: it called sys.exit({exc.code!r}).",
                 "do not exit at import time; move that code under if __name__ == '__main__'.",
-            ) from None
+            )
+        return self._error(
+            env,
+            f"importing {shown!r} failed: it raised {_short(exc)}, which is no Exception.",
+            "do not raise KeyboardInterrupt or another BaseException at import time; raise an "
+            "Exception, or move that code under if __name__ == '__main__'.",
+        )
 
     def _error(self, env: EnvironmentConfig, problem: str, fix: str) -> ConfigError:
         return ConfigError(
@@ -382,7 +402,34 @@ def _short(exc: BaseException) -> str:
     where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
     if isinstance(exc, SyntaxError) and exc.filename:
         where = f" ({exc.filename}:{exc.lineno})"
-    return f"{type(exc).__name__}: {exc}{where}"
+    text = str(exc)
+    return f"{type(exc).__name__}{': ' if text else ''}{text}{where}"
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[list[int]]:
+    """The stop signals (SIGINT, SIGTERM) that arrive while the body runs, each still handled
+    as before (Python's Ctrl-C raises ``KeyboardInterrupt``): an import's ``KeyboardInterrupt`` is then a real Ctrl-C, which stops the
+    process, not the module's own, which is a configuration error. Signals reach the main
+    thread only: elsewhere nothing is wrapped, and nothing arrives."""
+    seen: list[int] = []
+    wrapped: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            handler = signal.getsignal(signum)
+            if callable(handler):
+
+                def noted(num: int, frame: Any, handler: Any = handler) -> Any:
+                    seen.append(num)
+                    return handler(num, frame)
+
+                wrapped[signum] = handler
+                signal.signal(signum, noted)
+    try:
+        yield seen
+    finally:
+        for number, previous in wrapped.items():
+            signal.signal(number, previous)
 
 
 def is_async(func: Callable[..., Any] | None) -> bool:

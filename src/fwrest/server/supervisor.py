@@ -318,7 +318,7 @@ class _Supervisor:
             say("reload failed: the service goes on unchanged (see the log)")
             self.audit_reload(old.plan, "failed", reason="configuration error")
             return
-        except Exception:
+        except BaseException:  # the application's KeyboardInterrupt too: never a real Ctrl-C
             log.server_log.exception("reload failed, the service goes on unchanged")
             say("reload failed: the service goes on unchanged (see the log)")
             self.audit_reload(old.plan, "failed", reason="error")
