@@ -57,6 +57,7 @@ def slow():  # until the test creates the file "release" (in the service's folde
     return {{"v": VERSION}}
 """
 
+RELOADING = "fwrest: reloading: loading the configuration and the repository afresh"
 LOAD_LIMIT_S = 90.0  # the loop's hang guard: it ends when the test says, or then
 
 
@@ -366,11 +367,12 @@ def test_workers_0_runs_the_handler_in_the_serve_process(tmp_path: Path) -> None
         assert proc.stop() == 0
 
 
-def test_a_module_that_interrupts_at_import_does_not_end_the_service(
+def test_a_module_that_interrupts_or_hangs_at_import_does_not_end_the_service(
     tmp_path: Path,
 ) -> None:
     """SPEC 13.1: KeyboardInterrupt or another BaseException at import fails the reload, logged
-    as `check` prints it, the old code goes on."""
+    as `check` prints it, the old code goes on; an import that hangs does not hold a stop
+    (SPEC 1, 7): SIGTERM abandons the reload and drains, a second SIGTERM forces."""
     with serving(versioned(tmp_path), workers=1) as proc:
         url = proc.url() + "/v"
         raising = {"KeyboardInterrupt": "raise KeyboardInterrupt\n",
@@ -381,3 +383,27 @@ def test_a_module_that_interrupts_at_import_does_not_end_the_service(
             wait_for(lambda n=count: proc.log().count("reload failed") == n, 10, "reload fails")
             assert f"it raised {shown} (" in proc.log() and "Traceback" not in proc.log()
             assert version_now(url) == 1 and proc.proc.poll() is None
+        slow: list[str] = []
+
+        def ask_slow() -> None:
+            try:
+                slow.append(str(httpx.get(proc.url() + "/slow", timeout=30).status_code))
+            except httpx.HTTPError as exc:
+                slow.append(type(exc).__name__)
+
+        in_flight = threading.Thread(target=ask_slow)
+        in_flight.start()
+        (tmp_path / "app.py").write_text("import time\n\ntime.sleep(1000)\n")
+        proc.signal(signal.SIGHUP)
+        wait_for(lambda: proc.stdout_lines.count(RELOADING) == 3, 10, "the third reload")
+        time.sleep(0.5)  # in the import
+        proc.signal(signal.SIGTERM)
+        proc.wait_log("reload abandoned: a stop signal came while it loaded")
+        wait_line(proc, "stopping: draining")
+        time.sleep(0.5)
+        assert proc.proc.poll() is None  # the request in flight drains
+        proc.signal(signal.SIGTERM)
+        assert proc.proc.wait(10) == 0
+        in_flight.join(30)
+        assert "fwrest: second signal: forcing the stop" in proc.stdout_lines
+        assert slow == ["RemoteProtocolError"]  # dropped by the forced stop

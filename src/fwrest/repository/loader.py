@@ -409,7 +409,8 @@ def _short(exc: BaseException) -> str:
 @contextlib.contextmanager
 def _stop_signals() -> Iterator[list[int]]:
     """The stop signals (SIGINT, SIGTERM) that arrive while the body runs, each still handled
-    as before (Python's Ctrl-C raises ``KeyboardInterrupt``): an import's ``KeyboardInterrupt`` is then a real Ctrl-C, which stops the
+    as before (Python's Ctrl-C raises ``KeyboardInterrupt``; the supervisor's handler ends a
+    reload's load): an import's ``KeyboardInterrupt`` is then a real Ctrl-C, which stops the
     process, not the module's own, which is a configuration error. Signals reach the main
     thread only: elsewhere nothing is wrapped, and nothing arrives."""
     seen: list[int] = []

@@ -109,6 +109,7 @@ class _Supervisor:
         self.ready_pids: set[int] = set()
         self.crashes: deque[float] = deque()
         self.signals: list[int] = []
+        self.loading = False  # a reload loads the configuration and the repository
         self.reloads = 0  # SIGHUPs not handled yet
         self.waiting_said = False
         self.watcher: int | None = None  # --reload: the process that watches the files
@@ -309,7 +310,14 @@ class _Supervisor:
         old = self.current
         level = self.level  # in force before; the load sets up the log at the new one
         try:
-            plan, sockets = self.reload_plan.load(listening(old.plan, old.sockets))
+            self.loading = True  # a stop signal now ends the load (an import that hangs)
+            try:
+                plan, sockets = self.reload_plan.load(listening(old.plan, old.sockets))
+            finally:
+                self.loading = False
+        except _Abandoned:
+            log.server_log.warning("reload abandoned: a stop signal came while it loaded")
+            return
         except ConfigError as exc:
             log.server_log.error(
                 "reload failed, the service goes on unchanged: fwrest: configuration error: %s",
@@ -422,6 +430,9 @@ class _Supervisor:
     # -- lifecycle ----------------------------------------------------------------------------
     def on_signal(self, signum: int, _frame: Any) -> None:
         self.signals.append(signum)
+        if self.loading:  # a reload's load (an import, a store) may block: it is abandoned
+            self.loading = False
+            raise _Abandoned()
 
     def wait_ready(self) -> bool:
         deadline = time.monotonic() + _READY_TIMEOUT_S
@@ -533,6 +544,11 @@ class _Supervisor:
 
 class _CrashLoop(Exception):
     pass
+
+
+class _Abandoned(BaseException):
+    """A stop signal came while a reload loaded its plan: the load ends, the service stops.
+    No ``Exception``: the application's ``except Exception`` at import does not take it."""
 
 
 class _StartFailed(Exception):
