@@ -309,6 +309,13 @@ def test_reload_flag_takes_an_edit_within_2_s_and_keeps_serving_through_a_syntax
     with serving(versioned(tmp_path), workers=1, args=("--reload",)) as proc:
         url = proc.url() + "/v"
         wait_line(proc, "watching")
+        # a watcher that dies is replaced, as a worker is
+        worker = int(re.findall(r"worker 1 ready \(pid (\d+)", proc.wait_log("ready (pid"))[0])
+        (watcher,) = children(proc.proc.pid) - {worker}
+        os.kill(watcher, signal.SIGTERM)
+        proc.wait_log("the process that watches the files died (signal 15); starting another")
+        lines = proc.stdout_lines
+        wait_for(lambda: sum(x.startswith("fwrest: watching") for x in lines) == 2, 10, "again")
         time.sleep(0.3)  # the watcher's first turn sets its watches up
         assert version_now(url) == 1
         write_app(tmp_path, 2)

@@ -114,6 +114,7 @@ class _Supervisor:
         self.waiting_said = False
         self.watcher: int | None = None  # --reload: the process that watches the files
         self.watched: list[Path] = []
+        self.watcher_deaths: deque[float] = deque()
         self.ready_r, self.ready_w = os.pipe()
         # start(workers=N): the program that started this supervisor; its end stops the service
         parent = os.environ.pop("FWREST_PARENT_PID", "")
@@ -192,6 +193,8 @@ class _Supervisor:
                 return
             if pid == self.watcher:
                 self.watcher = None
+                if not self.signals:
+                    self.watcher_died(status)
                 continue
             slot = self.pids.pop(pid, None)
             if slot is None:
@@ -390,6 +393,33 @@ class _Supervisor:
                 ready = drain and pid in self.ready_pids
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGUSR2 if ready else signal.SIGTERM)
+
+    def watcher_died(self, status: int) -> None:
+        """The ``--reload`` watcher ended while the service runs: say so and start another
+        (SPEC 13.2, as a worker is replaced), unless it keeps dying."""
+        how = (
+            f"signal {os.WTERMSIG(status)}"
+            if os.WIFSIGNALED(status)
+            else f"exit code {os.WEXITSTATUS(status)}"
+        )
+        now = time.monotonic()
+        self.watcher_deaths.append(now)
+        while now - self.watcher_deaths[0] > _CRASH_WINDOW_S:
+            self.watcher_deaths.popleft()
+        if len(self.watcher_deaths) >= _CRASH_LIMIT:
+            log.server_log.error(
+                "--reload: the process that watches the files died (%s), %d times within "
+                "%.0f s; files are no longer watched (SIGHUP still reloads)",
+                how,
+                _CRASH_LIMIT,
+                _CRASH_WINDOW_S,
+            )
+            return
+        log.server_log.warning(
+            "--reload: the process that watches the files died (%s); starting another", how
+        )
+        self.watched = []
+        self.watch()
 
     def watch(self) -> None:
         """Under ``--reload``: (re)start the process that watches the files of the current
