@@ -306,7 +306,10 @@ def test_reload_without_a_running_service_exits_2(tmp_path: Path) -> None:
 def test_reload_flag_takes_an_edit_within_2_s_and_keeps_serving_through_a_syntax_error(
     tmp_path: Path,
 ) -> None:
-    with serving(versioned(tmp_path), workers=1, args=("--reload",)) as proc:
+    config = versioned(tmp_path)
+    edit_config(config, {"HTTP_REST": {"FwData": "fwdata.json"}})  # a file of the config's own
+    (tmp_path / "fwdata.json").write_text("{}")
+    with serving(config, workers=1, args=("--reload",)) as proc:
         url = proc.url() + "/v"
         wait_line(proc, "watching")
         # a watcher that dies is replaced, as a worker is
@@ -322,13 +325,16 @@ def test_reload_flag_takes_an_edit_within_2_s_and_keeps_serving_through_a_syntax
         took = wait_for(lambda: version_now(url) == 2, 2.0, "the edit served")
         print(f"the edit was served {took:.2f} s after it was written")
         wait_line(proc, "reloaded: generation 2")
+        (tmp_path / "fwdata.json").write_text('{"NativeRoutes": {}}')
+        wait_line(proc, "changed: fwdata.json; reloading")
+        wait_line(proc, "reloaded: generation 3")
         write_app(tmp_path, "2 +")  # a syntax error
         proc.wait_log("SyntaxError", timeout=10)
         assert "configuration error" in proc.log()
         for _ in range(5):
             assert version_now(url) == 2
             time.sleep(0.1)
-        assert "generation 3" not in "\n".join(proc.stdout_lines)
+        assert "generation 4" not in "\n".join(proc.stdout_lines)
 
 
 def test_a_new_generation_that_does_not_start_leaves_the_old_one_serving(tmp_path: Path) -> None:

@@ -144,6 +144,7 @@ def _json_value(raw: RawConfig, sec: RawSection, key_written: str, value: Any) -
     path = Path(text)
     if not path.is_absolute():
         path = raw.base_dir / path
+    raw.files.append(path)
     try:
         content = path.read_text(encoding="utf-8-sig")  # a BOM, if any, is not JSON
     except (OSError, UnicodeDecodeError) as exc:

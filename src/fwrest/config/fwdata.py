@@ -226,7 +226,7 @@ def parse_fw_data(
                     "remove it: the monitor's Authorization takes scheme (basic), OnAuth, "
                     "OnAuthCache and maxFailures.",
                 )
-    authorization = _authorization(auth, section, is_tls, raw.base_dir, source, monitor)
+    authorization = _authorization(auth, section, is_tls, raw, source, monitor)
     routes = NativeRoutesData()
     if not monitor:
         routes = _native_routes(items.get("nativeroutes"), sec.name, source)
@@ -245,8 +245,9 @@ def _twice(where: str, first: str, second: str) -> str:
 
 
 def _authorization(
-    auth: Any, section: str, is_tls: bool, base_dir: Path, source: str | None, monitor: bool
+    auth: Any, section: str, is_tls: bool, raw: RawConfig, source: str | None, monitor: bool
 ) -> AuthorizationData | None:
+    base_dir = raw.base_dir
     if auth is None:
         return None
     if not isinstance(auth, dict):
@@ -386,7 +387,7 @@ def _authorization(
             source,
         )
     issuer = _issuer(folded.get("issuer", ("issuer", ""))[1], section, source)
-    login_page = _login_page(folded.get("loginpage"), base_dir, section, source)
+    login_page = _login_page(folded.get("loginpage"), raw, section, source)
     bound = folded.get("boundtokens", ("boundTokens", ""))[1]
     if bound not in ("", *BOUND_TOKENS):
         raise _err(
@@ -413,7 +414,7 @@ def _authorization(
 
 
 def _login_page(
-    given: tuple[str, Any] | None, base_dir: Path, section: str, source: str | None
+    given: tuple[str, Any] | None, raw: RawConfig, section: str, source: str | None
 ) -> str:
     """``loginPage`` (SPEC 16.1): ``"file:NAME.html"`` (relative to the config), read at load;
     the template must hold ``{{form}}`` (the login form fwrest fills in). "" when absent."""
@@ -434,7 +435,8 @@ def _login_page(
         )
     path = Path(value.strip()[5:].strip())
     if not path.is_absolute():
-        path = base_dir / path
+        path = raw.base_dir / path
+    raw.files.append(path)
     try:
         text = path.read_text(encoding="utf-8-sig")  # a BOM, if any, is not JSON
     except (OSError, UnicodeDecodeError) as exc:

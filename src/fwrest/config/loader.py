@@ -254,6 +254,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         graceful_timeout_ms=top["graceful_timeout_ms"],
         worker_timeout_ms=top["worker_timeout_ms"],
         warnings=tuple(risky_settings(servers, monitor, tunables)),
+        files=tuple(dict.fromkeys(path.resolve() for path in raw.files)),
     )
 
 

@@ -180,3 +180,5 @@ class ServiceConfig:
     graceful_timeout_ms: int = default_int("HTTPSERVER", "graceful_timeout_ms")
     worker_timeout_ms: int = default_int("HTTPSERVER", "worker_timeout_ms")
     warnings: tuple[str, ...] = ()
+    # the files its values name that the load read (FwData=oauth2.json, ...): --reload watches
+    files: tuple[Path, ...] = ()

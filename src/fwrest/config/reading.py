@@ -99,6 +99,9 @@ class RawConfig:
         self.sections = sections
         self.source = source
         self.base_dir = base_dir
+        # the files the values name that the load reads (FwData=oauth2.json, a loginPage, a
+        # pass phrase's file:): the configuration's own, which --reload watches (SPEC 13.2)
+        self.files: list[Path] = []
 
     def error(
         self, problem: str, section: str | None = None, key: str | None = None, fix: str = ""

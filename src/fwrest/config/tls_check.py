@@ -183,6 +183,7 @@ def read_secret(raw: RawConfig, sec: RawSection, value: str | None, what: Secret
     if value.startswith("file:"):
         path = Path(value[5:].strip())
         path = path if path.is_absolute() else raw.base_dir / path
+        raw.files.append(path)
         try:
             content = path.read_bytes()
         except OSError as exc:

@@ -145,22 +145,29 @@ class _Reloader:
         return plan, sockets
 
     def watched(self, plan: ServicePlan) -> list[Path]:
+        """The configuration file and the files its values name (``FwData=oauth2.json``, a
+        ``loginPage``; not an ``onAuthparams`` file, which the service reads anew at each token
+        request: SPEC 13.6), the repository's files, the certificates (the state store's
+        too)."""
         config = plan.config
         files = {Path(str(config.source)).resolve()} if config.source else set()
+        files.update(config.files)
         files.update(plan.repository.own_modules().values())
         servers: list[Any] = [*config.servers]
         if config.monitor is not None:
             servers.append(config.monitor)
+        certificates = [config.redis.ca, config.redis.cert, config.redis.key]
         for server in servers:
             tls = server.tls
-            for path in (
+            certificates += [
                 server.ssl_certificate,
                 server.ssl_certificate_key,
                 tls.chain,
                 tls.client_ca,
-            ):
-                if path is not None:
-                    files.add(Path(path).parent.resolve() / Path(path).name)
+            ]
+        for path in certificates:
+            if path is not None:
+                files.add(Path(path).parent.resolve() / Path(path).name)
         return sorted(files)
 
 
