@@ -126,7 +126,7 @@ class Load:
                             verify=self.verify,
                         )
                     if answer.status_code == 200:
-                        self._record(f"v{answer.json()['v']}")
+                        self._record(f"v{answer.json().get('v', '')}")  # a probe's: "v"
                     else:
                         self._record("error", f"{answer.status_code} {answer.text[:200]}")
                 except httpx.HTTPError as exc:
@@ -258,6 +258,21 @@ def test_a_reload_s_workers_take_the_run_time_settings_without_a_warning(tmp_pat
             wait_line(proc, f"reloaded: generation {generation}")
             event = f'{{"outcome":"done","generation":{generation},'
             proc.wait_log(f"reload actor='signal' client=- port=- {event}")
+
+
+def test_ready_stays_200_across_reloads(tmp_path: Path) -> None:
+    """SPEC 13.1, 13.3: a new worker serves once its store was checked, and an old one that
+    drains for a reload answers ready as the service is (UP): no probe fails across a reload."""
+    config = free_config(tmp_path, extra={"HTTPSERVER": {"StateStore": "sqlite"}})  # pinged
+    with serving(config, workers=2) as proc, Load(proc.url() + "/fw/healthcheck/ready") as load:
+        for generation in (2, 3, 4):
+            seen = load.outcomes["v"]
+            wait_for(lambda n=seen: load.outcomes["v"] > n + 20, 20, "the probes run")
+            proc.signal(signal.SIGHUP)
+            wait_line(proc, f"reloaded: generation {generation}")
+        seen = load.outcomes["v"]
+        wait_for(lambda: load.outcomes["v"] > seen + 20, 20, "the probes go on")
+    assert load.failures == [], load.failures[:5]
 
 
 def test_renewed_certificate_is_served_after_a_reload(ca: trustme.CA, tmp_path: Path) -> None:

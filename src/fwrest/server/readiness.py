@@ -8,7 +8,8 @@
 * **ready**: 200 when every check passes, else 503 with the failing ones: the state store
   answers, every worker of the host beats and finished its start (a replacement in its start
   does not count), every thread pool has its ``MinThreads`` threads, the start finished and
-  the worker is not draining.
+  the worker is not draining for a stop (one that drains for a reload answers as the service
+  is, since a new generation serves).
 
 The store is not called per probe: a probe is answered from the state a background check
 keeps (:class:`StoreCheck`: a ``ping`` through the worker's :class:`StoreClient` every
@@ -62,9 +63,13 @@ class StoreCheck:
         self._job: Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+    async def start(self) -> None:
+        """The first ping, awaited (a worker serves with its store's state known, not "not
+        checked yet": a reload's new worker would answer ready 503), then one every
+        interval in the background."""
         if not self.client.store.in_process:  # (not client.inline: a traced client's is False)
-            self._task = loop.create_task(self._run())
+            await self.check()
+            self._task = asyncio.get_running_loop().create_task(self._run())
 
     def stop(self) -> None:
         if self._task is not None:
@@ -73,8 +78,8 @@ class StoreCheck:
 
     async def _run(self) -> None:
         while True:
-            await self.check()
             await asyncio.sleep(self.interval_s)
+            await self.check()
 
     async def check(self) -> None:
         """One ping, its outcome kept; a ping still running from the last round (a hung

@@ -101,6 +101,7 @@ class Worker:
         self.handshakes = HandshakeGate()
         self._stop: asyncio.Event | None = None
         self._close_idle = True  # False: a reload's drain (request_stop(reload=True))
+        self._stopping = False  # told to stop, not to drain for a reload: ready says draining
         self.exit_code = 0
         self.started = started if started is not None else time.time()
         # SPEC 17.4: Tracing set: its module (and OpenTelemetry) imported here, in the worker
@@ -138,7 +139,7 @@ class Worker:
             self._store_check,
             self.workers_started,
             lambda: self.built.pools.values(),
-            lambda: self.conns.draining,
+            lambda: self.conns.draining and self._stopping,
             self.service_started,
         )
         self._secret: bytes | None = None
@@ -317,7 +318,7 @@ class Worker:
         self._settings.start()
         self.usage.start()
         if self._store_check is not None:
-            self._store_check.start(loop)
+            await self._store_check.start()
         try:
             await run_on_start(self.plan.hooks, self.built.pools, self.index + 1)
         except BaseException:
@@ -412,6 +413,8 @@ class Worker:
     def request_stop(self, *, reload: bool = False) -> None:
         """Stop accepting and drain (thread-safe through ``call_soon_threadsafe``); for a
         reload, kept-alive connections are closed after their next answer, not at once."""
+        if not reload:  # also during a reload's drain: the service stops now
+            self._stopping = True
         if self._stop is not None and not self._stop.is_set():
             self._close_idle = not reload
             self._stop.set()
