@@ -10,6 +10,7 @@ import re
 import signal
 import socket
 import ssl
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -20,6 +21,7 @@ import trustme
 from cryptography import x509
 
 from tests.conftest import (
+    FWREST,
     ServerProcess,
     children,
     free_config,
@@ -400,7 +402,21 @@ def test_a_module_that_interrupts_or_hangs_at_import_does_not_end_the_service(
 ) -> None:
     """SPEC 13.1: KeyboardInterrupt or another BaseException at import fails the reload, logged
     as `check` prints it, the old code goes on; an import that hangs does not hold a stop
-    (SPEC 1, 7): SIGTERM abandons the reload and drains, a second SIGTERM forces."""
+    (SPEC 1, 7): SIGTERM abandons the reload and drains, a second SIGTERM forces. A real
+    Ctrl-C while a module imports at start stops `fwrest check`, no configuration error."""
+    config = free_config(
+        tmp_path, app="open('importing', 'w').close()\nimport time\ntime.sleep(60)\n"
+    )
+    check = subprocess.Popen(
+        [*FWREST, "check", str(config)],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # not a runner's SIG_IGN
+    )
+    wait_for((tmp_path / "importing").exists, 20, "the import")
+    check.send_signal(signal.SIGINT)
+    assert (check.wait(10), check.communicate()[1]) == (0, "")
     with serving(versioned(tmp_path), workers=1) as proc:
         url = proc.url() + "/v"
         raising = {"KeyboardInterrupt": "raise KeyboardInterrupt\n",
