@@ -414,7 +414,7 @@ def _stop_signals() -> Iterator[list[int]]:
     process, not the module's own, which is a configuration error. Signals reach the main
     thread only: elsewhere nothing is wrapped, and nothing arrives."""
     seen: list[int] = []
-    wrapped: dict[int, Any] = {}
+    wrapped: dict[int, tuple[Any, Any]] = {}  # signal -> (its handler, the wrapper)
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             handler = signal.getsignal(signum)
@@ -424,13 +424,14 @@ def _stop_signals() -> Iterator[list[int]]:
                     seen.append(num)
                     return handler(num, frame)
 
-                wrapped[signum] = handler
+                wrapped[signum] = (handler, noted)
                 signal.signal(signum, noted)
     try:
         yield seen
     finally:
-        for number, previous in wrapped.items():
-            signal.signal(number, previous)
+        for number, (previous, wrapper) in wrapped.items():
+            if signal.getsignal(number) is wrapper:  # else the module set its own: kept
+                signal.signal(number, previous)
 
 
 def is_async(func: Callable[..., Any] | None) -> bool:
