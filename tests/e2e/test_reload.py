@@ -53,13 +53,13 @@ def version():
 
 @get("/slow")
 def slow():  # until the test creates the file "release" (in the service's folder)
+    open("slow", "w").close()  # in flight
     deadline = time.monotonic() + 20
     while not os.path.exists("release") and time.monotonic() < deadline:
         time.sleep(0.02)
     return {{"v": VERSION}}
 """
 
-RELOADING = "fwrest: reloading: loading the configuration and the repository afresh"
 LOAD_LIMIT_S = 90.0  # the loop's hang guard: it ends when the test says, or then
 
 
@@ -437,10 +437,12 @@ def test_a_module_that_interrupts_or_hangs_at_import_does_not_end_the_service(
 
         in_flight = threading.Thread(target=ask_slow)
         in_flight.start()
-        (tmp_path / "app.py").write_text("import time\n\ntime.sleep(1000)\n")
+        wait_for((tmp_path / "slow").exists, 20, "the request in flight")
+        mark = tmp_path / "reloading"
+        hang = f"open({str(mark)!r}, 'w').close()\nimport time\n\ntime.sleep(1000)\n"
+        (tmp_path / "app.py").write_text(hang)
         proc.signal(signal.SIGHUP)
-        wait_for(lambda: proc.stdout_lines.count(RELOADING) == 3, 10, "the third reload")
-        time.sleep(0.5)  # in the import
+        wait_for(mark.exists, 20, "the third reload's import")
         proc.signal(signal.SIGTERM)
         proc.wait_log("reload abandoned: a stop signal came while it loaded")
         wait_line(proc, "stopping: draining")
