@@ -116,6 +116,31 @@ async def endless():
             mark("closed", str(time.time()))
     return items()
 
+@get("/sparse")
+async def sparse():  # one item (size: its length), then one every 30 s
+    size = int(rest.getQueryRequest().get("size", "0"))
+    async def items():
+        try:
+            yield b" " * size + b"tick\\n"
+            while True:
+                await asyncio.sleep(30)
+                yield b"tick\\n"
+        finally:
+            import time
+            mark("sparse-closed", str(time.time()))
+    return items()
+
+@get("/events-idle")
+async def events_idle():  # one event, then comments every 15 s
+    async def items():
+        try:
+            yield "tick"
+            await asyncio.sleep(300)
+        finally:
+            import time
+            mark("idle-closed", str(time.time()))
+    return EventStream(items())
+
 @get("/big")
 def big():
     def items():
@@ -149,12 +174,13 @@ HELD = []  # the application keeps its generators (a registry): only close() end
 
 @get("/def-endless")
 def def_endless():
+    gap = float(rest.getQueryRequest().get("gap", "0.2"))
     def items():
         import time
         try:
             while True:
                 yield b"tick\\n"
-                time.sleep(0.2)  # the client leaves during this step, in the pool
+                time.sleep(gap)  # the client leaves during this step, in the pool
         finally:
             mark("def-closed", str(time.time()))
     HELD.append(items())
@@ -293,23 +319,29 @@ def time_mark(path: Path, what: str) -> float:
         ("/endless", "closed", 1, False),
         ("/def-endless", "def-closed", 2, True),
         ("/events-def-endless", "events-closed", 2, True),
+        ("/def-endless?gap=0.5", "def-closed", 2, False),
+        ("/sparse", "sparse-closed", 1, False),
+        ("/sparse?size=8388608", "sparse-closed", 1, False),
+        ("/events-idle", "idle-closed", 1, False),
     ],
 )
 def test_the_iterator_is_closed_when_the_client_goes_away(
     served: tuple[ServerProcess, Path], path: str, name: str, ticks: int, reset: bool
 ) -> None:
     """Within 1 s (SPEC 10.5): an async iterator at once; a running ``def`` generator (``reset``,
-    0.2 s per item) cannot be closed, so its step closes it on return."""
+    0.2 s per item) cannot be closed, so its step closes it on return. A close (FIN) is seen at
+    once, not at the second write after it (an idle stream's: 30 s), also after the writer waited
+    for the client (8 MiB first) and on an idle ``EventStream``."""
     proc, marks = served
     (marks / name).unlink(missing_ok=True)
     with socket.create_connection(("127.0.0.1", proc.ports["HTTP_REST"]), timeout=10) as sock:
         sock.sendall(f"GET /rest{path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-        seen = b""
+        seen, tail = 0, b""
         # head and first piece may come apart; after a def generator's second step, the third runs
-        while seen.count(b"tick") < ticks:
-            piece = sock.recv(4096)
-            assert piece, seen
-            seen += piece
+        while seen < ticks:
+            piece = sock.recv(65536)
+            assert piece, tail
+            seen, tail = seen + (tail[-3:] + piece).count(b"tick"), piece
         if reset:
             time.sleep(0.05)
             # gone at once (a reset): the worker learns it now, while the third step runs
@@ -318,6 +350,23 @@ def test_the_iterator_is_closed_when_the_client_goes_away(
     closed_at = time_mark(marks / name, "the iterator's finally")
     print(f"{path}: the iterator's finally ran {closed_at - gone:.3f} s after the client left")
     assert closed_at - gone < 1.0  # SPEC 10.5; a def generator's running step ends within 0.2 s
+
+
+@pytest.mark.parametrize("path", ["/ndjson", "/lines"])
+def test_a_client_that_ends_its_input_with_its_request_reads_the_whole_stream(
+    served: tuple[ServerProcess, Path], path: str
+) -> None:
+    """A raw client's request and its end at once (a half-close): it waits for the answer, so the
+    stream is sent whole; an end after the stream began is a client gone (above)."""
+    proc, _ = served
+    with socket.create_connection(("127.0.0.1", proc.ports["HTTP_REST"]), timeout=10) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)  # the end goes with the request
+        sock.sendall(f"GET /rest{path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        sock.shutdown(socket.SHUT_WR)
+        data = b""
+        while piece := sock.recv(65536):
+            data += piece
+    assert data.startswith(b"HTTP/1.1 200 OK") and data.endswith(b"\r\n0\r\n\r\n"), data
 
 
 def test_a_compressed_stream_that_never_awaits_leaves_the_loop_to_others(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import socket
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final, cast
 
@@ -75,6 +76,9 @@ _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _HOSTS_OK: set[str] = set()
 _HOSTS_OK_SIZE = 256
 _ABSOLUTE = (b"http://", b"https://")
+# Linux's TCP state once the peer's FIN came (tcp_info's first byte), and the option that reads it
+_CLOSE_WAIT = 8
+_TCP_INFO: int | None = getattr(socket, "TCP_INFO", None)
 
 
 def _host_ok(value: str) -> bool:
@@ -237,7 +241,7 @@ class _WriteFlow:
     writing it, and what it waits on while the client does not read (resume_writing or
     connection_lost ends the wait)."""
 
-    __slots__ = ("drain", "held", "paused", "streaming", "task", "timer")
+    __slots__ = ("drain", "held", "leaves", "paused", "streaming", "task", "timer")
 
     def __init__(self) -> None:
         self.paused = False
@@ -245,6 +249,9 @@ class _WriteFlow:
         self.held = 0  # answer bytes held when the write deadline was last armed
         self.task: asyncio.Task[None] | None = None
         self.streaming = False
+        # the client's end of input during the stream means it went away (False: it had shut
+        # its side before the stream began, and waits for the answer)
+        self.leaves = False
         self.drain: asyncio.Future[None] | None = None
 
 
@@ -463,10 +470,20 @@ class HttpProtocol(asyncio.Protocol):
         self._set_timer(self.cfg.header_timeout_ms, self._on_header_timeout)
 
     def eof_received(self) -> bool:
-        """The client shut its write side: answer what it sent, then close (half-close)."""
+        """The client shut its write side: answer what it sent, then close (half-close); but
+        during a streamed answer, with no request of it waiting, it went away (SPEC 10.5)."""
         if self._lingering:
             return False  # it read the refusal and is done: close now
         self._keep_alive = False
+        pipe = self._pipe
+        if self._flow.streaming and self._flow.leaves and not pipe.queue and not pipe.unparsed:
+            # the client left while the stream was being sent (a socket's close(), an HTTP
+            # client leaving the answer): close the stream now, as for a reset, rather than at
+            # the second write that fails, which an idle stream makes 30 s later
+            transport = self._transport
+            if transport is not None:
+                transport.abort()
+            return False
         # True keeps the transport open to write the answer of a request in progress
         return bool(self._answering is not _READY or self._pipe.queue or self._pipe.unparsed)
 
@@ -511,8 +528,14 @@ class HttpProtocol(asyncio.Protocol):
             self._flow.timer.cancel()
             self._flow.timer = None
         transport = self._transport
-        if self._answering is _READY and transport is not None and not transport.is_closing():
+        if transport is None or transport.is_closing():
+            return
+        if self._answering is _READY:
             self._next()  # what waited for the client to read
+        elif self._flow.streaming and self._reading_free():
+            # read on during a stream, as before the pause: its client's end (eof_received)
+            # is seen at once, and a pipelined request is read and queued as usual
+            transport.resume_reading()
 
     def _arm_write_timer(self) -> None:
         if self._flow.timer is not None:
@@ -594,6 +617,14 @@ class HttpProtocol(asyncio.Protocol):
         self._cancel_timer()
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
+
+    def _reading_free(self) -> bool:
+        """Nothing held back by the pipeline (requests queued, bytes unparsed, an error or an
+        admission waiting): reading paused only for the write flow may resume."""
+        pipe = self._pipe
+        return (
+            not pipe.queue and not pipe.unparsed and pipe.pending is None and pipe.admission is None
+        )
 
     @property
     def idle(self) -> bool:
@@ -1223,6 +1254,7 @@ class HttpProtocol(asyncio.Protocol):
         transport.write(encode_reply(reply, keep, chunked))
         complete = False
         self._flow.streaming = True
+        self._flow.leaves = not _peer_shut(transport)
         # what the `finally` of a try would do, done after it: the stream is closed (awaited)
         # whatever happened, then a cancellation travels on. Compiled (mypyc), an exception
         # leaving a `finally` that awaits stays the thread's current exception, and the next
@@ -1400,6 +1432,19 @@ class HttpProtocol(asyncio.Protocol):
         return Request(
             method, url, headers, b"", self._client, self.cfg.port, None, self._peer_cert
         )
+
+
+def _peer_shut(transport: asyncio.Transport) -> bool:
+    """Whether the client has shut its write side, though the loop may not have read its end
+    yet (it sent its request and its end at once, as a raw client does); Linux alone tells."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or _TCP_INFO is None:
+        return False
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 1)
+    except (OSError, TypeError, ValueError):
+        return False
+    return bool(info) and info[0] == _CLOSE_WAIT
 
 
 def _names_other_protocol(data: bytes) -> bool:
