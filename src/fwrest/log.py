@@ -833,9 +833,11 @@ def write(
     msg: str,
     *args: object,
     request: RequestFields | None = None,
+    cut: str = "",
 ) -> None:
     """``logger.log(level, msg, *args)`` for the lines written per request, made cheaply;
-    ``request``: an access record's fields (:data:`REQUEST_FIELDS`), for the JSON lines.
+    ``request``: an access record's fields (:data:`REQUEST_FIELDS`), for the JSON lines;
+    ``cut``: a streamed answer's, cut short (``failed``, ``closed``), their ``cut`` field.
 
     The caller has checked ``logger.isEnabledFor(level)``. The record is the standard
     ``LogRecord`` (every handler, filter and formatter sees what ``logger.log`` gives) except
@@ -861,6 +863,8 @@ def write(
     attrs["msecs"] = int((created - int(created)) * 1000) + 0.0
     attrs["relativeCreated"] = (created - _START) * 1000
     attrs["fwrest_request"] = request
+    if cut:
+        attrs["fwrest_cut"] = cut
     logger.handle(record)
 
 
@@ -949,7 +953,7 @@ class JsonFormatter(logging.Formatter):
     ``level``, ``logger``, ``worker``, ``message``, ``exception`` (a traceback), and, in a
     request's records, ``request_id``; an access record also has ``port``, ``method``,
     ``route``, ``path`` (without the query), ``status``, ``duration_us``, ``user`` and
-    ``client``; an audit record (SPEC 13.5) has the event's ``event``, ``actor``, ``client``,
+    ``client`` (and ``cut``, a streamed answer's cut short); an audit record (SPEC 13.5) has the event's ``event``, ``actor``, ``client``,
     ``port`` and ``details``. Redacted as the text lines are; a control character cannot end a
     line, as JSON escapes it.
     """
@@ -984,6 +988,9 @@ class JsonFormatter(logging.Formatter):
                 "user": user or None,
                 "client": client,
             }
+            cut = record.__dict__.get("fwrest_cut")
+            if cut:
+                out["cut"] = cut
         audit: dict[str, object] | None = record.__dict__.get("fwrest_audit")
         if audit is not None:
             out |= {k: v for k, v in audit.items() if k != "ts"}

@@ -7,6 +7,7 @@ HTTP/1.0 stream's framing, on both engines: tests/server/test_engines.py."""
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import socket
 import struct
@@ -14,6 +15,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -447,6 +449,9 @@ def test_a_stream_that_fails_is_cut_short(served: tuple[ServerProcess, Path]) ->
         for line in lines
     ), lines
     assert any("RuntimeError: the feed broke at " in line for line in lines), lines
+    wait_for(lambda: "GET /rest/broken 200 cut=failed port=" in proc.log(), 15, "its access line")
+    lines = [line for line in proc.log().splitlines() if "request_id=broken-1" in line]
+    assert any("WARNING fwrest.access" in line and "200 cut=failed" in line for line in lines)
 
 
 def test_a_stream_is_compressed_piece_by_piece(served: tuple[ServerProcess, Path]) -> None:
@@ -500,6 +505,13 @@ async def early_failure():
         yield b""
     return items()
 
+@get("/fails-midway")
+async def fails_midway():
+    async def items():
+        yield b"part"
+        raise RuntimeError("broke midway")
+    return items()
+
 @get("/slow-stream")
 async def slow_stream():
     async def items():
@@ -511,8 +523,14 @@ async def slow_stream():
 
 
 def test_active_timeout_bounds_the_first_piece_and_usage_counts_to_the_last(tmp_path: Path) -> None:
+    """And the access line of a stream is written as it ends, with its time until then (SPEC 5,
+    13.4), saying when it was cut: ``cut=closed`` (the client left), ``cut=failed`` (WARNING)."""
     config = module_config(
-        tmp_path, "streams_app_timed", app=TIMED_APP, extra={"POOL": {"ActiveTimeout": 500}}
+        tmp_path,
+        "streams_app_timed",
+        app=TIMED_APP,
+        extra={"POOL": {"ActiveTimeout": 500}, "HTTPSERVER": {"LogFormat": "json"}},
+        general={"rest_trace_time": 1},
     )
     with Client(config) as client:
         late = client.get("/rest/late")
@@ -531,6 +549,24 @@ def test_active_timeout_bounds_the_first_piece_and_usage_counts_to_the_last(tmp_
         rows = [r for r in usage.json()["entry_points"] if r["endpoint"] == "/slow-stream"]
         assert rows[0]["calls"] == 1
         assert rows[0]["total_us"] >= 400_000  # until the last piece, not the head
+        with client.stream("GET", "/rest/slow-stream") as left:
+            next(left.iter_raw())
+        with pytest.raises(httpx.RemoteProtocolError):
+            client.get("/rest/fails-midway")
+
+        def access() -> list[dict[str, Any]]:
+            records = map(json.loads, (tmp_path / "server.log").read_text().splitlines())
+            return [r for r in records if r["logger"] == "fwrest.access" and "-" in r["path"]]
+
+        wait_for(lambda: len(access()) == 4, 10, "the access lines of the streams")
+        whole, left_early, failed = access()[1:]
+        assert (whole["level"], whole["status"], whole.get("cut")) == ("INFO", 200, None), whole
+        assert whole["duration_us"] >= 400_000, whole  # not the 0.15 s of the head
+        assert re.search(r"200 total=(\d+)us", whole["message"])[1] == str(whole["duration_us"])
+        assert (left_early["level"], left_early["cut"]) == ("INFO", "closed"), left_early
+        assert " 200 cut=closed total=" in left_early["message"], left_early
+        assert (failed["level"], failed["cut"]) == ("WARNING", "failed"), failed
+        assert failed["message"].startswith("GET /rest/fails-midway 200 cut=failed total="), failed
 
 
 HOOKED_APP = """

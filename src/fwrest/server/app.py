@@ -967,11 +967,13 @@ class PortApp:
             elif status != 204 and status != 304:
                 reply.headers.append(("content-length", str(len(reply.body))))
             reply.body = b""
-        ended = time.perf_counter_ns()
-        duration_us = (ended - started) // 1000
         if reply.stream is not None:
-            # a stream's time counts until its last piece is written (SPEC 10.5); its steps
-            # carry the request's id (SPEC 13.4), and its failure is logged as a handler's
+            # a stream's time counts until its last piece is written (SPEC 10.5), and its
+            # access line is written then (SPEC 5, 13.4: its whole time, and whether it was
+            # cut); its steps carry the request's id, and its failure is logged as a handler's
+            ended = self._stream_ended(
+                req, found, query, reply.status, route_key, started, guarded, handled, ctx
+            )
             reply.stream = Sending(
                 reply.stream,
                 self.usage,
@@ -981,13 +983,18 @@ class PortApp:
                 req.method,
                 found.path if found is not None else "?",
                 ctx,
+                ended,
             )
-        else:
-            self.usage.record(route_key, duration_us)
+            if log.access_log.isEnabledFor(logging.DEBUG):
+                self._log_debug(req, reply, found)
+            return reply
+        ended_ns = time.perf_counter_ns()
+        duration_us = (ended_ns - started) // 1000
+        self.usage.record(route_key, duration_us)
         access = log.access_log
         if access.isEnabledFor(logging.ERROR if reply.status >= 500 else logging.INFO):
             trace = tunables.current.rest_trace_time
-            times = trace_text(trace, started, guarded, handled, ended) if trace else ""
+            times = trace_text(trace, started, guarded, handled, ended_ns) if trace else ""
             fields = (
                 req.port,
                 req.method,
@@ -998,10 +1005,51 @@ class PortApp:
                 ctx.auth_user if ctx is not None else "",
                 req.client,
             )
-            self._log_access(req, found, query, reply, times, fields)
+            self._log_access(req, found, query, reply.status, times, fields)
             if access.isEnabledFor(logging.DEBUG):
                 self._log_debug(req, reply, found)
         return reply
+
+    def _stream_ended(
+        self,
+        req: Request,
+        found: _Located | None,
+        query: str,
+        status: int,
+        route_key: UsageKey,
+        started: int,
+        guarded: int,
+        handled: int,
+        ctx: RequestContext | None,
+    ) -> Callable[[int, str], None]:
+        """What writes a streamed answer's access line when it ends (``streams.Sending``: at
+        ``ended``, cut as ``cut`` says): its times until then (the serialization phase is the
+        sending of its pieces), ``cut=failed`` at WARNING after a failure of its iterator,
+        ``cut=closed`` when closed before its end (the client gone, a deadline, a stop)."""
+
+        def write(ended: int, cut: str) -> None:
+            access = log.access_log
+            if status >= 500:
+                level = logging.ERROR
+            else:
+                level = logging.WARNING if cut == "failed" else logging.INFO
+            if not access.isEnabledFor(level):
+                return
+            trace = tunables.current.rest_trace_time
+            times = trace_text(trace, started, guarded, handled, ended) if trace else ""
+            fields = (
+                req.port,
+                req.method,
+                route_key.location + route_key.route if route_key is not UNMATCHED else "",
+                found.path if found is not None else "?",
+                status,
+                (ended - started) // 1000,
+                ctx.auth_user if ctx is not None else "",
+                req.client,
+            )
+            self._log_access(req, found, query, status, times, fields, cut, level)
+
+        return write
 
     @staticmethod
     def _bad_result(method: str, path: str, exc: Exception) -> Reply:
@@ -1017,28 +1065,32 @@ class PortApp:
         req: Request,
         found: _Located | None,
         query: str,
-        reply: Reply,
+        status: int,
         times: str,
         fields: log.RequestFields,
+        cut: str = "",
+        level: int = 0,
     ) -> None:
         """The request's access line (the caller checked the level is on), with the times of
         ``rest_trace_time`` when on (one line per request, so that tracing costs a few
-        numbers, not a second log record)."""
+        numbers, not a second log record); ``cut``: a stream's, ``cut=...`` after the status,
+        at ``level``."""
         shown = log.escape(found.path) if found is not None else "?"
         if query and found is not None:
             # the token route's query (a password grant over GET) is redacted whole, user
             # names included (SPEC 4.2), known by the normalised path (%74oken is token);
             # elsewhere the values of secret-like names
             shown = f"{shown}?{log.escape(log.redact_query(query, every=found.is_token))}"
-        level = logging.ERROR if reply.status >= 500 else logging.INFO
+        if cut:
+            times = f"cut={cut} {times}" if times else f"cut={cut}"
+        elif not level:
+            level = logging.ERROR if status >= 500 else logging.INFO
         # one text, built here (no %-formatting left for the record to do: it has no args)
         if times:
-            text = (
-                f"{req.method} {shown} {reply.status} {times} port={req.port} client={req.client}"
-            )
+            text = f"{req.method} {shown} {status} {times} port={req.port} client={req.client}"
         else:
-            text = f"{req.method} {shown} {reply.status} port={req.port} client={req.client}"
-        log.write(log.access_log, level, text, request=fields)
+            text = f"{req.method} {shown} {status} port={req.port} client={req.client}"
+        log.write(log.access_log, level, text, request=fields, cut=cut)
 
     def _log_debug(self, req: Request, reply: Reply, found: _Located | None) -> None:
         """``rest_log_level=5``: headers and bodies, cut to ``rest_log_stringsize``.

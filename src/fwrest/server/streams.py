@@ -282,12 +282,17 @@ class Sending:
     generator's run in the task, so ``rest`` reads the request in either), what it raises
     logged as a handler's failure (``method path``) and raised as :class:`StreamCut`, the
     request's usage figures recorded in ``usage`` when it is closed (the engine closes every
-    stream it took, whole or not). A class rather than an async generator, so that closing it
-    closes ``stream`` also when no piece was asked for."""
+    stream it took, whole or not), and then ``ended`` told when (``perf_counter_ns``) and
+    whether it was cut: ``""`` it ran out, ``"failed"`` its iterator (or its chunked handler)
+    failed, ``"closed"`` it was closed before its end (the client gone, a deadline, a stop).
+    A class rather than an async generator, so that closing it closes ``stream`` also when no
+    piece was asked for."""
 
     __slots__ = (
         "_closed",
         "_ctx",
+        "_cut",
+        "_ended",
         "_method",
         "_path",
         "_rid",
@@ -307,9 +312,12 @@ class Sending:
         method: str,
         path: str,
         ctx: RequestContext | None = None,
+        ended: Callable[[int, str], None] | None = None,
     ) -> None:
         self._stream = stream
         self._ctx = ctx
+        self._ended = ended
+        self._cut = "closed"  # until it runs out or fails
         self._usage = usage
         self._route_key = route_key
         self._started = started
@@ -326,11 +334,16 @@ class Sending:
         request = current.set(self._ctx) if self._ctx is not None else None
         try:
             return await anext(self._stream)
-        except (StopAsyncIteration, StreamCut):
+        except StopAsyncIteration:
+            self._cut = ""
+            raise
+        except StreamCut:
+            self._cut = "failed"  # a chunked handler's failure, logged by its pool
             raise
         except BaseException as exc:
             if is_cancellation(exc):
                 raise  # the client went away (or a deadline): not the application's failure
+            self._cut = "failed"
             inner = exc.inner if isinstance(exc, StreamFailed) else exc
             log_failure(self._method, self._path, inner, "the streamed answer failed", "cut short")
             raise StreamCut("the streamed answer failed") from None
@@ -350,7 +363,10 @@ class Sending:
         except Exception as exc:  # the application's cleanup: logged with the id
             _close_failed(exc)
         finally:
-            self._usage.record(self._route_key, (time.perf_counter_ns() - self._started) // 1000)
+            at = time.perf_counter_ns()
+            self._usage.record(self._route_key, (at - self._started) // 1000)
+            if self._ended is not None:
+                self._ended(at, self._cut)
             if request is not None:
                 current.reset(request)
             log.request_id.reset(token)
