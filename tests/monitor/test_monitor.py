@@ -54,6 +54,13 @@ def grow():
         _KEPT["buf"] = bytearray(b"\\x01") * (100 * 1024 * 1024)
     return {"pid": os.getpid(), "kept": len(_KEPT["buf"])}
 
+@get("/held")
+async def held():  # a stream open until its client leaves
+    async def items():
+        yield b"first"
+        await asyncio.sleep(60)
+    return items()
+
 @get("/release")
 def release():
     _KEPT.clear()
@@ -323,6 +330,17 @@ def test_requests_in_flight_counts_a_running_request(mon: Monitor) -> None:
     finally:
         thread.join(20)
     assert result == [200]
+
+    # a stream is in flight until its end (its client leaving, here), not until its head
+    def in_flight() -> int:
+        return int(values(mon.base, "requests_in_flight")["requests_in_flight"])
+
+    wait_for(lambda: in_flight() == 0, 10, "the request above no longer in flight")
+    with httpx.stream("GET", mon.proc.url() + "/held", timeout=15) as held:
+        pieces = held.iter_raw()  # kept: an iterator dropped closes the answer
+        assert next(pieces) == b"first"
+        wait_for(lambda: in_flight() == 1, 10, "the stream in flight")
+    wait_for(lambda: in_flight() == 0, 10, "the stream no longer in flight")
 
 
 def test_prometheus_format(mon: Monitor) -> None:

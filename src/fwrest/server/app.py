@@ -974,6 +974,7 @@ class PortApp:
             ended = self._stream_ended(
                 req, found, query, reply.status, route_key, started, guarded, handled, ctx
             )
+            self.in_flight += 1  # until it ends (SPEC 5: the monitor's requests_in_flight)
             reply.stream = Sending(
                 reply.stream,
                 self.usage,
@@ -1025,9 +1026,11 @@ class PortApp:
         """What writes a streamed answer's access line when it ends (``streams.Sending``: at
         ``ended``, cut as ``cut`` says): its times until then (the serialization phase is the
         sending of its pieces), ``cut=failed`` at WARNING after a failure of its iterator,
-        ``cut=closed`` when closed before its end (the client gone, a deadline, a stop)."""
+        ``cut=closed`` when closed before its end (the client gone, a deadline, a stop); and
+        the stream's count in flight, taken in ``_finish``, given back."""
 
         def write(ended: int, cut: str) -> None:
+            self.in_flight -= 1  # since _finish: the stream was in flight until now (SPEC 5)
             access = log.access_log
             if status >= 500:
                 level = logging.ERROR
