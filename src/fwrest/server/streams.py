@@ -29,6 +29,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import Any
 
 from fwrest import log
+from fwrest.auth.blocking import settled
 from fwrest.context import chunks
 from fwrest.context.charsets import Charset
 from fwrest.context.events import IDLE_S, KEEP_ALIVE, encode_event
@@ -164,7 +165,9 @@ async def pieces_of(source: Any, submit: Any) -> AsyncGenerator[Any, None]:
         try:
             while True:
                 try:
-                    item = await submit(steps.step)
+                    # through settled: a failure keeps its traceback (the application's
+                    # frames) past the compiled engine's coroutines (rest_error_full=1)
+                    item = await settled(submit(steps.step))
                 except BaseException as exc:
                     raise _carried(exc) from None
                 if item is _END:
