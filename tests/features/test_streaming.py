@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import signal
 import socket
 import struct
 import time
@@ -819,3 +820,69 @@ def test_set_chunked_response_takes_text_or_bytes_alone(
         for kind_ok, sent in (("bytearray", "ba!"), ("memoryview", "mv!")):
             answer = client.get(f"/rest/piece/{kind_ok}")
             assert (answer.status_code, answer.text) == (200, sent)
+
+
+DRAIN_APP = """
+import os
+import time
+
+from fwrest import get, rest
+
+def note(what):  # one line each, in the order they come
+    with open(os.environ["DRAIN_NOTES"], "a") as notes:
+        notes.write(what + "\\n")
+
+@get("/slow-gen")
+def slow_gen():
+    def items():
+        try:
+            while True:
+                yield b"tick\\n"
+                time.sleep(0.3)  # the deadline comes while a step runs, in the pool
+        finally:
+            note("generator closed")
+    return items()
+
+@get("/slow-chunks")
+def slow_chunks():
+    try:
+        while True:
+            rest.setChunkedResponse(b"tick\\n")
+            time.sleep(0.3)
+    finally:
+        note("chunked handler ended")
+
+def on_stop():
+    note("OnStop")
+"""
+
+
+def test_a_stop_deadline_closes_running_streams_before_on_stop(tmp_path: Path) -> None:
+    """GracefulTimeout passes with a ``def`` generator and a chunked handler running in the pool:
+    the worker waits for their steps (2 s at most), which end them, then runs ``OnStop`` (SPEC
+    10.5, 11.1); they were abandoned, the worker gone 1 ms after closing their connections."""
+    notes = tmp_path / "notes"
+    config = free_config(
+        tmp_path,
+        app=DRAIN_APP,
+        extra={"HTTPSERVER": {"GracefulTimeout": 500}, "POOL": {"OnStop": "on_stop"}},
+    )
+    with serving(config, env={"DRAIN_NOTES": str(notes)}) as proc:
+        socks = []
+        for path in ("/slow-gen", "/slow-chunks"):
+            sock = socket.create_connection(("127.0.0.1", proc.ports["HTTP_REST"]), timeout=10)
+            socks.append(sock)
+            sock.sendall(f"GET /rest{path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            seen = b""
+            while b"tick" not in seen:
+                piece = sock.recv(4096)
+                assert piece, seen
+                seen += piece
+        proc.signal(signal.SIGTERM)
+        assert proc.proc.wait(30) == 0
+        for sock in socks:
+            sock.close()
+    said = notes.read_text().splitlines()
+    print(f"after the stop's deadline: {said}")
+    assert sorted(said[:2]) == ["chunked handler ended", "generator closed"], said
+    assert said[2:] == ["OnStop"], said

@@ -638,6 +638,23 @@ class HttpProtocol(asyncio.Protocol):
             and self._pipe.admission is None
         )
 
+    @property
+    def answering(self) -> bool:
+        """Whether the task answering a request (a stream's, until it is closed) still runs."""
+        task = self._flow.task
+        return task is not None and not task.done()
+
+    def give_up(self) -> None:
+        """GracefulTimeout passed with this connection busy: close it now; a stream being sent
+        is cut at once (its transport aborted, its iterator closed as for a client gone),
+        rather than after its client took what the transport holds."""
+        transport = self._transport
+        if self._flow.streaming and transport is not None:
+            self._cancel_timer()
+            transport.abort()
+        else:
+            self._close()
+
     def shutdown(self) -> None:
         """Graceful stop: close when idle, else after the response in progress."""
         self._keep_alive = False

@@ -57,6 +57,10 @@ SECRET_RETRY_S = 5.0  # how often a worker asks a store that did not answer for 
 # after how long it cancels again one that is still running (_cancelled_ended)
 CANCELLED_WAIT_S = 1.0
 CANCELLED_GRACE_S = 0.1
+# what a draining worker waits at most, once GracefulTimeout closed the connections still busy,
+# for the application's calls running in its pools to return (a def generator's step, which
+# then closes it; a chunked handler, told its client is gone) before OnStop runs
+STEPS_END_S = 2.0
 
 
 class Worker:
@@ -459,7 +463,8 @@ class Worker:
                 len(left),
             )
             for conn in left:
-                conn._close()
+                conn.give_up()
+            await self._steps_ended(left)
         # the last count: what was answered since the last beat (a reload's generation may
         # drain within half a second of it) still counts in requests_total
         self._publish_counts()
@@ -479,6 +484,25 @@ class Worker:
             self.index + 1,
             sum(app.total for app in self.apps),
         )
+
+    async def _steps_ended(self, given_up: list[HttpProtocol]) -> None:
+        """After GracefulTimeout closed ``given_up``: wait, ``STEPS_END_S`` at most, for their
+        answers to end and the application's calls running in the pools to return, so that a
+        ``def`` generator is closed by its step and a chunked handler ends before ``OnStop``
+        (SPEC 11.1: after the worker's last request); what still runs then is left to it."""
+        pools = list(self.built.pools.values())
+        end = time.monotonic() + STEPS_END_S
+        while any(conn.answering for conn in given_up) or any(p.busy for p in pools):
+            if time.monotonic() >= end:
+                log.server_log.warning(
+                    "worker %d: %d call(s) still running in the thread pools %.0f s after "
+                    "GracefulTimeout; OnStop runs beside them",
+                    self.index + 1,
+                    sum(p.busy for p in pools),
+                    STEPS_END_S,
+                )
+                return
+            await asyncio.sleep(0.02)
 
 
 async def _cancelled_ended() -> None:
