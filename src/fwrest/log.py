@@ -953,9 +953,9 @@ class JsonFormatter(logging.Formatter):
     ``level``, ``logger``, ``worker``, ``message``, ``exception`` (a traceback), and, in a
     request's records, ``request_id``; an access record also has ``port``, ``method``,
     ``route``, ``path`` (without the query), ``status``, ``duration_us``, ``user`` and
-    ``client`` (and ``cut``, a streamed answer's cut short); an audit record (SPEC 13.5) has the event's ``event``, ``actor``, ``client``,
-    ``port`` and ``details``. Redacted as the text lines are; a control character cannot end a
-    line, as JSON escapes it.
+    ``client`` (and ``cut``, a streamed answer's cut short); an audit record (SPEC 13.5) has
+    the event's ``event``, ``actor``, ``client``, ``port`` and ``details``. Redacted as the
+    text lines are; a control character cannot end a line, as JSON escapes it.
     """
 
     label: str | None = None  # as :attr:`Formatter.label`

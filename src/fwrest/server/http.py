@@ -622,9 +622,8 @@ class HttpProtocol(asyncio.Protocol):
         """Nothing held back by the pipeline (requests queued, bytes unparsed, an error or an
         admission waiting): reading paused only for the write flow may resume."""
         pipe = self._pipe
-        return (
-            not pipe.queue and not pipe.unparsed and pipe.pending is None and pipe.admission is None
-        )
+        held = bool(pipe.queue or pipe.unparsed) or pipe.pending is not None
+        return not held and pipe.admission is None
 
     @property
     def idle(self) -> bool:
