@@ -1093,7 +1093,10 @@ class PortApp:
             text = f"{req.method} {shown} {status} {times} port={req.port} client={req.client}"
         else:
             text = f"{req.method} {shown} {status} port={req.port} client={req.client}"
-        log.write(log.access_log, level, text, request=fields, cut=cut)
+        if cut:
+            log.write(log.access_log, level, text, request=fields, cut=cut)
+        else:
+            log.write(log.access_log, level, text, request=fields)
 
     def _log_debug(self, req: Request, reply: Reply, found: _Located | None) -> None:
         """``rest_log_level=5``: headers and bodies, cut to ``rest_log_stringsize``.
