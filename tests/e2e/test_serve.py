@@ -294,7 +294,7 @@ def test_a_mapped_function_whose_parameter_the_route_lacks_stops_the_start(tmp_p
     """``/bm/:q`` mapped to ``mapped(foo)`` would be a 500 each request: the start says so."""
     config = _abort_config(tmp_path, LoadURNs={"/bm/:q": {"GET": {"Function": "app.mapped"}}})
     serve_fails(
-        config, "[HTTP_REST] LoadURNs:", "GET /rest/bm/:q", "app.mapped", "'foo'", "default"
+        config, "[HTTP_REST] LoadURNs:", "GET /rest/bm/:q", "app.mapped", "'foo'", "type hint"
     )
 
 
