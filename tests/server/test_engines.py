@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import random
 import re
@@ -709,6 +710,22 @@ def test_a_dropped_underscore_field_is_said_once_per_worker(engine: str) -> None
         f"a request header field with '_' in its name was dropped ({name}; and any later "
         "ones, not logged): send it with '-' instead"
     ], done.stdout
+
+
+@pytest.mark.parametrize("engine", ["pure", "native"])
+def test_a_refusal_s_line_names_the_method_and_path_read(
+    engine: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refusal after the head's target was read: its line names the method and the path
+    (escaped, without the query); one before it: ``- -``."""
+    over = b"POST /small/up%0a?password=s3cret HTTP/1.1\r\nHost: a\r\nContent-Length: 99\r\n\r\n"
+    with caplog.at_level(logging.INFO, "fwrest.access"):
+        run(NATIVE if engine == "native" else None, [over])
+        run(NATIVE if engine == "native" else None, [b"\x01GET / HTTP/1.1\r\n\r\n"])
+    said = [r.getMessage() for r in caplog.records if "protocol error" in r.getMessage()]
+    assert said[0].startswith("POST /small/up%0a 413 protocol error (the body may"), said
+    assert said[1].startswith("- - 400 protocol error ("), said
+    assert "s3cret" not in caplog.text
 
 
 def test_flags_agree() -> None:

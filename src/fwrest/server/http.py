@@ -1397,7 +1397,9 @@ class HttpProtocol(asyncio.Protocol):
         rid = _request_id(headers if known else None)
         reply = refusal(exc, rid, self.app.engine_headers)
         head = self._refused_head(phase, headers) if known else None
+        said = "- -"
         if head is not None:
+            said = f"{head.method} {_logged_path(head.target)}"
             # the headers of the request's location (CORS, rate limits), and no content
             # for a HEAD (RFC 9110 9.3.2); a request line not read that far: as it is
             reply = self.app.refused(head, reply)
@@ -1409,7 +1411,8 @@ class HttpProtocol(asyncio.Protocol):
             if note:
                 log.server_log.log(level, "%s", note)
             log.access_log.info(
-                "- - %d protocol error (%s) client=%s port=%s",
+                "%s %d protocol error (%s) client=%s port=%s",
+                said,
                 exc.status,
                 exc.detailed or exc.message,
                 self._client,
@@ -1448,6 +1451,22 @@ class HttpProtocol(asyncio.Protocol):
         return Request(
             method, url, headers, b"", self._client, self.cfg.port, None, self._peer_cert
         )
+
+
+def _logged_path(target: bytes) -> str:
+    """A refused request's target as its protocol error line shows it: the path, escaped as
+    an access line's (SPEC 7.1), without the query, which may hold secrets, nor an
+    absolute-form target's scheme and authority (which may hold userinfo).
+
+    >>> _logged_path(b"/rest/upload?password=x"), _logged_path(b"http://a:b@h/r?x")
+    ('/rest/upload', '/r')
+    >>> _logged_path(b"*"), _logged_path(b"http://h")
+    ('*', '/')
+    """
+    text = target.decode("latin-1").partition("?")[0].partition("#")[0]
+    if not text.startswith("/") and "://" in text:
+        text = "/" + text.split("://", 1)[1].partition("/")[2]
+    return log.escape(text)
 
 
 def _peer_shut(transport: asyncio.Transport) -> bool:
