@@ -71,6 +71,13 @@ async def notmodified():
 def none_body(status):
     return Response(None, status=int(status))
 
+@get("/own-type/:how")
+def own_type(how):
+    rest.setStatusCode(204)
+    if how == "set":
+        rest.setKeyHeaderResponse("Content-Type", "text/x-own")
+    return Response(b"", status=304, headers={"content-type": "text/x-own"}) if how == "r" else {}
+
 @get("/none-async")
 async def none_async():
     return Response(None, headers={"X-Empty": "1"})
@@ -285,10 +292,17 @@ def test_the_rest_objects_views_are_sent_as_json_objects(client: Client) -> None
 
 
 def test_a_response_of_none_is_an_empty_body(client: Client) -> None:
-    """``Response(None, ...)`` is ``Response(b"", ...)`` for any status (it was a 500)."""
+    """``Response(None, ...)`` is ``Response(b"", ...)`` for any status (it was a 500); a 204
+    or 304 has no ``Content-Type`` (RFC 9110 15.3.5) unless the application set one."""
     for status in (204, 200, 404):
         r = client.get(f"/rest/none/{status}")
         assert (r.status_code, r.content) == (status, b""), r.text
+        assert ("content-type" in r.headers) is (status != 204), r.headers
+    for path, media in [("/nocontent", None), ("/own-type/set", "text/x-own")]:
+        r = client.get(f"/rest{path}")
+        assert (r.headers.get("content-type"), r.headers.get("content-length")) == (media, None)
+    r = client.get("/rest/own-type/r")
+    assert (r.status_code, r.headers["content-type"]) == (304, "text/x-own"), r.headers
     r = client.get("/rest/none-async")
     assert (r.status_code, r.content, r.headers["x-empty"]) == (200, b"", "1")
 
@@ -340,6 +354,7 @@ def test_a_status_without_content_sends_no_body_and_keeps_the_connection(
         first = conn.read_response()
         assert first.status == status, first.head
         assert first.header("content-length") is None, first.head
+        assert first.header("content-type") is None, first.head
         second = conn.read_response()
         assert second.status_line == "HTTP/1.1 200 OK", (first.head, second.head, conn.buffer)
         assert second.json() == {"hello": "world"}

@@ -786,11 +786,18 @@ class PortApp:
                             result = await invoke(match.params)
                             handled = time.perf_counter_ns()
                             # 7. encode: its common case inline (a call less per request), a
-                            # dict sent as JSON with no header to merge; else the encoder
-                            if type(result) is dict and ctx.resp_headers is None:
+                            # dict sent as JSON with no header to merge; else the encoder (a
+                            # 204 or 304 too: no media type for no content, result_reply)
+                            status = ctx.resp_status
+                            if (
+                                type(result) is dict
+                                and ctx.resp_headers is None
+                                and status != 204
+                                and status != 304
+                            ):
                                 try:
                                     body = orjson.dumps(result)
-                                    reply = Reply(ctx.resp_status, [JSON_TYPE], body)
+                                    reply = Reply(status, [JSON_TYPE], body)
                                 except orjson.JSONEncodeError:
                                     reply = self._encode(result, ctx, method, path, handler)
                             else:

@@ -246,9 +246,30 @@ def result_reply(result: Any, ctx: RequestContext, submit: Submit | None = None)
         ResultError: the value cannot be sent (the caller answers 500 and logs it).
     """
     try:
-        return _reply(result, ctx, submit)
+        reply = _reply(result, ctx, submit)
     except NotJSON as exc:
         raise ResultError(f"a handler returned data that is not JSON: {exc}") from None
+    status = reply.status
+    if status == 204 or status == 304:
+        _without_media(reply, result, ctx)
+    return reply
+
+
+def _without_media(reply: Reply, result: Any, ctx: RequestContext) -> None:
+    """A 204 or 304 has no content (RFC 9110 15.3.5, 15.4.5): no ``Content-Type`` for it
+    either, unless the application set one itself (``setKeyHeaderResponse``, a
+    ``Response``'s ``media_type`` or headers) or it is a native route's finished answer."""
+    if type(result) is Reply:
+        return
+    named: list[Any] = list(ctx.resp_headers or ())
+    if isinstance(result, Response):
+        if result.media_type:
+            return
+        given = result.headers  # (checked by _checked: a dict, or pairs)
+        named += given if isinstance(given, dict) else [_pair(h)[0] for h in given]
+    if any(str(n).lower() == "content-type" for n in named):
+        return
+    reply.headers = [(n, v) for n, v in reply.headers if n != "content-type"]
 
 
 def _checked(result: Response) -> tuple[int, str | None, list[tuple[str, str]]]:
