@@ -9,6 +9,7 @@ import json
 import logging
 import re
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,11 @@ def after_last():
 def after_end():
     rest.setLastChunkedResponse("end")
     rest.setChunkedResponse("more")
+
+@get("/chunked-returns")
+def chunked_returns():
+    rest.setChunkedResponse("a")
+    return "b"
 """
 ID = re.compile(r"[0-9a-f]{32}")
 
@@ -330,6 +336,19 @@ def test_a_handlers_failure_after_its_last_chunk_is_logged(
         "piece; the answer sent stands" in t
         for t in logged()
     ), logged()
+
+
+def test_a_value_returned_after_a_chunked_answer_began_is_said_ignored_once(
+    client: Client, lines: Lines
+) -> None:
+    said = "GET /rest/chunked-returns: the handler returned a str after setChunkedResponse began"
+    for rid in ("returns-1", "returns-2"):
+        r = client.get("/rest/chunked-returns", headers={"X-Request-ID": rid})
+        assert (r.status_code, r.text) == (200, "a")
+    wait_for(lambda: any(said in t for t in lines.text), 10, "the warning")
+    time.sleep(0.2)  # (a second one would be written by now)
+    (line,) = [t for t in lines.text if said in t]
+    assert " WARNING " in line and line.endswith(" request_id=returns-1"), line
 
 
 def test_records_outside_a_request_carry_no_id(lines: Lines) -> None:

@@ -21,7 +21,7 @@ from fwrest.config.model import ThreadPoolConfig
 from fwrest.context import chunks
 from fwrest.context.chunks import ChunkedAnswer
 from fwrest.errors import ClientDisconnected, RaisedInThread, ServiceUnavailable
-from fwrest.log import server_log
+from fwrest.log import app_log, escape, server_log
 from fwrest.server.failures import log_failure
 
 __all__ = ["ThreadPool"]
@@ -89,6 +89,25 @@ def _chunked_failed(answer: ChunkedAnswer, exc: BaseException) -> None:
         exc,
         "unhandled exception in the handler after its chunked answer's first piece",
         outcome,
+    )
+
+
+# the calls (a route's, in a pool) whose value returned after a chunked answer began was
+# said to be ignored: once each, not once per request
+_IGNORED_SAID: set[Callable[..., Any]] = set()
+
+
+def _returned_ignored(fn: Callable[..., Any], answer: ChunkedAnswer, value: Any) -> None:
+    """In the request's context: a handler that began a chunked answer returned a value too,
+    which the answer cannot take (its head and pieces are out); said once per route."""
+    _IGNORED_SAID.add(fn)
+    app_log.warning(
+        "%s %s: the handler returned a %s after setChunkedResponse began its answer; the "
+        "value is ignored (send it with setChunkedResponse, or return None); said once for "
+        "this route",
+        answer.method,
+        escape(answer.path),
+        type(value).__name__,
     )
 
 
@@ -239,6 +258,8 @@ class ThreadPool:
                 # ClientDisconnected of an answer that could no longer be sent
                 if not ok and not isinstance(value, ClientDisconnected):
                     item.ctx.run(_chunked_failed, early, value)
+                elif ok and value is not None and item.fn not in _IGNORED_SAID:
+                    item.ctx.run(_returned_ignored, item.fn, early, value)
                 early.end(ok)
                 continue
             try:
