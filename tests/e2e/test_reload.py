@@ -389,6 +389,19 @@ def test_a_port_removed_is_closed_once_the_old_workers_drained(tmp_path: Path) -
         assert version_now(proc.url() + "/v") == 1
 
 
+def test_a_host_name_spelt_otherwise_for_the_same_address_keeps_its_socket(
+    tmp_path: Path,
+) -> None:
+    config = versioned(tmp_path)
+    with serving(config, workers=1) as proc:
+        port = proc.ports["HTTP_REST"]
+        write_app(tmp_path, 2)
+        edit_config(config, {"HTTP_REST": {"HostName": "localhost", "Port": port}})
+        proc.signal(signal.SIGHUP)
+        wait_line(proc, "reloaded: generation 2", 15)
+        assert version_now(proc.url() + "/v") == 2
+
+
 def test_workers_0_runs_the_handler_in_the_serve_process(tmp_path: Path) -> None:
     with serving(versioned(tmp_path), workers=0) as proc:
         answer = httpx.get(proc.url() + "/v", timeout=10).json()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import socket
+from collections.abc import Iterable
 
 from fwrest.errors import ConfigError
 from fwrest.server.build import PortPlan, ServicePlan
@@ -103,7 +104,9 @@ def bind_all(
     Returns the plan with port 0 replaced by the port the system picked, and the sockets in
     the order of ``plan.ports`` (the monitor's last). A reload passes the sockets in use as
     ``kept``: a port they hold keeps its socket (no connection refused), only the others are
-    bound, and only those are closed on a failure.
+    bound, and only those are closed on a failure. A ``HostName`` spelt otherwise that names
+    the address a kept socket is bound to (``localhost`` for ``127.0.0.1``) keeps it too: a
+    new socket could not be bound beside it. A kept socket serves one section at most.
     """
     kept = kept or {}
     source = str(plan.config.source) if plan.config.source else None
@@ -112,7 +115,9 @@ def bind_all(
 
     def bind(host: str, port: int, section: str) -> socket.socket:
         sock = kept.get((host, port) if port else (f"{host} [{section}]", 0))
-        if sock is None:
+        if sock is None and port and kept:
+            sock = _bound_to(host, port, section, source, kept.values())
+        if sock is None or any(sock is taken for taken in sockets):
             sock = bind_socket(host, port, section=section, source=source)
             bound_here.append(sock)
         sockets.append(sock)
@@ -136,6 +141,17 @@ def bind_all(
             sock.close()
         raise
     return dataclasses.replace(plan, ports=ports), sockets
+
+
+def _bound_to(
+    host: str, port: int, section: str, source: str | None, kept: Iterable[socket.socket]
+) -> socket.socket | None:
+    """The kept socket bound to the address ``host:port`` resolves to, if one is."""
+    family, _, _, _, address = _address(host, port, section=section, source=source)
+    for sock in kept:
+        if sock.family == family and sock.getsockname()[:2] == address[:2]:
+            return sock
+    return None
 
 
 def listening(plan: ServicePlan, sockets: list[socket.socket]) -> Listening:
