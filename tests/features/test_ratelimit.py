@@ -5,6 +5,8 @@ stopped Redis: tests/e2e/test_ratelimit_scale.py."""
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -112,12 +114,34 @@ def test_key_user_without_a_user_counts_the_address(tmp_path: Path) -> None:
         assert client.get("/rest/hello", headers=_from("192.0.2.2")).status_code == 200
 
 
-def test_the_sqlite_store_counts_through_the_store_client(tmp_path: Path) -> None:
+LOCK = """import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+time.sleep(2.5)
+c.execute("COMMIT")
+"""
+
+
+@pytest.mark.parametrize("fail_open", [0, 1])
+def test_the_sqlite_store_counts_through_the_store_client(tmp_path: Path, fail_open: int) -> None:
     # sqlite answers off the event loop (not in_process): the call hops to a store thread
-    config = _service(tmp_path, "rl_sqlite", {"Limit": 2, "Key": "address"})
+    limit = {"Limit": 3, "Key": "address", "FailOpen": fail_open}
+    config = _service(tmp_path, f"rl_sqlite{fail_open}", limit)
     text = config.read_text().replace('"StateStore": "memory"', '"StateStore": "sqlite"')
     config.write_text(text)
     with Client(config) as client:
+        assert client.get("/rest/hello").status_code == 200
+        # another process holds the store's write lock past the request's 1 s: the request
+        # answers without its count, which is not taken when the lock frees either
+        (db,) = tmp_path.rglob("state.sqlite3")
+        lock = [sys.executable, "-c", LOCK, str(db)]
+        with subprocess.Popen(lock, stdout=subprocess.PIPE) as holder:
+            assert holder.stdout is not None and holder.stdout.readline() == b"locked\n"
+            refused = client.get("/rest/hello")
+            assert refused.status_code == (200 if fail_open else 503)
+            assert holder.wait(10) == 0
+        time.sleep(0.3)  # the store thread, past the lock
         answers = [client.get("/rest/hello") for _ in range(3)]
         assert [a.status_code for a in answers] == [200, 200, 429]
         assert answers[1].headers["ratelimit"].startswith('"RL_API";r=0;t=')
@@ -137,7 +161,7 @@ def test_the_window_ends_and_lets_requests_through_again(tmp_path: Path) -> None
         assert again.headers["ratelimit"] == '"RL_API";r=1;t=1'
 
 
-def _unreachable(self: MemoryStore, key: str, window_s: float) -> tuple[int, float]:
+def _unreachable(self: MemoryStore, key: str, window_s: float, before: float) -> tuple[int, float]:
     raise StoreError("redis store redis://127.0.0.1:1/0: connection refused")
 
 

@@ -20,12 +20,13 @@ stage of that location (a location without one has neither, and pays nothing).
 * **Store out of reach**: ``FailOpen=1`` serves, with one warning (per worker and location)
   when the store stops answering and a line when it answers again, not one per request;
   ``FailOpen=0`` answers the standard 503 (``errors.store_unavailable``), logged as the token
-  route's.
+  route's. A count the request gave up on is not taken later (:func:`_hit_by`).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,7 +35,7 @@ from fwrest.config.model import RateLimitConfig
 from fwrest.context.request import RequestContext
 from fwrest.errors import TooManyRequests, store_unavailable
 from fwrest.store.base import RateStore, StoreError
-from fwrest.store.calls import REQUEST_DEADLINE_S, StoreClient
+from fwrest.store.calls import REQUEST_DEADLINE_S, StoreClient, StoreTimeout, runs
 from fwrest.wire import Reply, Request, error_reply
 
 __all__ = ["RateLimiter", "native_methods", "policy_name"]
@@ -55,6 +56,20 @@ def native_methods(router: Any) -> dict[str, frozenset[str]]:
             method for method, match in matches.items() if match.payload.endpoint.source == "native"
         )
     return out
+
+
+# a count's deadline (``hit_rate``'s ``before``) this much before the request stops waiting:
+# the count is taken while the request still waits for it, or not at all
+_BEFORE_MARGIN_S = 0.05
+
+
+@runs("hit_rate")
+def _hit_by(store: RateStore, key: str, window_s: float) -> tuple[int, float]:
+    """``hit_rate`` on a store thread, with the deadline of the request's wait that starts
+    now (:meth:`StoreClient.wait` counts it from the thread's start): a count the request
+    gave up on (a lock held past it, Redis frozen) is not taken later (SPEC 13.7)."""
+    before = time.time() + REQUEST_DEADLINE_S - _BEFORE_MARGIN_S
+    return store.hit_rate(key, window_s, before)
 
 
 def policy_name(section: str) -> str:
@@ -127,10 +142,12 @@ class RateLimiter:
                 count, left = self._store.hit_rate(key, self.window_s)
             else:
                 count, left = await self._client.call(
-                    self._store.hit_rate, key, self.window_s, deadline=REQUEST_DEADLINE_S
+                    _hit_by, self._store, key, self.window_s, deadline=REQUEST_DEADLINE_S
                 )
         except StoreError as exc:
             return self._unreachable(exc)
+        if not count:  # past its deadline: not counted (the request waited as long as it may)
+            return self._unreachable(StoreTimeout("the count came past the deadline"))
         if self._warned:
             self._warned = False
             log.server_log.warning(

@@ -226,10 +226,14 @@ class RateStore(StoreBase, Protocol):
     """Request counts of the rate limits (SPEC 13.7), apart from the failure counts (their
     windows differ, and neither sweeps the other's)."""
 
-    def hit_rate(self, key: str, window_s: float) -> tuple[int, float]:
+    def hit_rate(self, key: str, window_s: float, before: float = 0.0) -> tuple[int, float]:
         """Count one request of ``key`` in a fixed window that starts at the first request
         counted and ends ``window_s`` later: (requests counted in the window, this one
-        included; seconds until it ends). The next request after the end starts a new one."""
+        included; seconds until it ends). The next request after the end starts a new one.
+        ``before`` (``time.time()`` of the host, 0.0: none): the instant past which the
+        request no longer waits for the count; a count that would be taken past it is not
+        (sqlite: checked holding the write lock; Redis: by its clock, with a margin for
+        clocks apart), and the answer is ``(0, 0.0)``."""
         ...
 
 

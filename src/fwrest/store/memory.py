@@ -172,9 +172,11 @@ class MemoryStore:
             self._failures_swept = max(_SWEEP_MIN, 2 * len(self._failures))
         return count, start + window_s - now
 
-    def hit_rate(self, key: str, window_s: float) -> tuple[int, float]:
-        now = time.time()
+    def hit_rate(self, key: str, window_s: float, before: float = 0.0) -> tuple[int, float]:
         with self._lock:
+            now = time.time()
+            if before and now > before:
+                return 0, 0.0
             end, count = self._rates.get(key, (0.0, 0))
             if end <= now:
                 end, count = now + window_s, 0

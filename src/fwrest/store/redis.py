@@ -138,6 +138,25 @@ if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
 return {n, ttl}
 """
+# _HIT for a rate limit's count, not taken (nothing written: {0, 0}) when Redis's clock (ms)
+# is past ARGV[2] (0: no deadline), the deadline the host passed plus RATE_CLOCK_MARGIN_S
+_HIT_RATE = """
+redis.replicate_commands()
+if ARGV[2] ~= '0' then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[2]) then
+    return {0, 0}
+  end
+end
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+return {n, ttl}
+"""
+# how far past the deadline the host passed Redis may take a rate limit's count: Redis's clock
+# and the host's differ (NTP keeps them within milliseconds); a count later than this is not
+# taken, one within it may be taken though the request gave up (decisions.md)
+RATE_CLOCK_MARGIN_S = 1.0
 # _HIT for every key (a user's and an address's: one slot, {bf}, on a cluster), only when each
 # count is below ARGV[2]; else nothing counted: {counted (1, 0), count, pttl, count, pttl...},
 # a count not counted being one more than the key's
@@ -555,6 +574,7 @@ class RedisStore:
         self._restore = self._script(_RESTORE)
         self._hit = self._script(_HIT)
         self._hit_below = self._script(_HIT_BELOW)
+        self._hit_rate = self._script(_HIT_RATE)
         self._release = self._script(_RELEASE)
         self._raise = self._script(_RAISE)
         self._set_settings = self._script(_SET_SETTINGS)
@@ -932,9 +952,12 @@ class RedisStore:
         )
         return [(int(out[i]), max(int(out[i + 1]), 0) / 1000) for i in range(1, len(out), 2)]
 
-    def hit_rate(self, key: str, window_s: float) -> tuple[int, float]:
-        # the failures' script (INCR, PEXPIRE at the first): one round trip, atomic
-        count, ttl = self._call(self._hit, keys=[self._keys.rate(key)], args=[int(window_s * 1000)])
+    def hit_rate(self, key: str, window_s: float, before: float = 0.0) -> tuple[int, float]:
+        # the failures' script (INCR, PEXPIRE at the first) behind a deadline: one round trip
+        until = int((before + RATE_CLOCK_MARGIN_S) * 1000) if before else 0
+        count, ttl = self._call(
+            self._hit_rate, keys=[self._keys.rate(key)], args=[int(window_s * 1000), until]
+        )
         return int(count), max(int(ttl), 0) / 1000
 
     def failures(self, key: str, window_s: float) -> tuple[int, float]:

@@ -379,9 +379,11 @@ class SqliteStore:
                 return [self._hit_failure(db, key, window_s, now) for key in keys]
         return [(int(n) + 1, float(start) + window_s - now) for start, n in found]
 
-    def hit_rate(self, key: str, window_s: float) -> tuple[int, float]:
-        now = time.time()
+    def hit_rate(self, key: str, window_s: float, before: float = 0.0) -> tuple[int, float]:
         with self._tx() as db:
+            now = time.time()  # holding the write lock: the instant the count is taken
+            if before and now > before:
+                return 0, 0.0  # the request gave up waiting (a lock held meanwhile)
             row = db.execute("SELECT ends, count FROM rates WHERE key = ?", (key,)).fetchone()
             if row is None or row[0] <= now:
                 # a new window: forget the ended ones (each its own length), by the index
