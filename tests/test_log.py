@@ -109,13 +109,18 @@ def test_urls_lose_their_userinfo_and_the_secrets_of_their_query() -> None:
         log.redact_urls(line)
         == "url: /v1/traces?token=***&a=1 (to ***@collector:4317) or 'x?pwd=***'"
     )
+    # a decoded query: each field's URL masked on its own, the next field's name kept
+    line = "GET /x?next=http://ann:pw-1@host/&plain=http://u:pw-2@h/;o=ftp://v:pw-3@f/"
+    masked = "GET /x?next=http://***@host/&plain=http://***@h/;o=ftp://***@f/"
+    assert log.redact_urls(line) == masked and log.redact_value(line[4:]) == masked[4:]
     # what holds no userinfo nor secret stays: an e-mail address, a path's "@", a question
     for kept in ("mail ann@example.org", "GET /rest/u@x?page=2", "what? nothing", "a:b @c"):
         assert log.redact_urls(kept) == kept, kept
     # each word read once, whatever it holds (a hang guard, not a speed assertion: a pattern
     # looking for the word around each "@" took minutes)
     started = time.monotonic()
-    for worst in ("a=" * 500_000 + ":x@y", "a:b," * 250_000 + "@", "@" * 10**6, ":@" * 500_000):
+    for worst in ("a=" * 500_000 + ":x@y", "a:b," * 250_000 + "@", "@" * 10**6, ":@" * 500_000,
+                  "h://" * 250_000 + "@", "h://" + ":/" * 500_000 + "@"):  # fmt: skip
         log.redact_urls(worst)
     assert time.monotonic() - started < 5
 

@@ -287,9 +287,11 @@ def _redact_param_value(value: str, depth: int) -> str:
     return quote(redacted, safe=_SAFE, errors="backslashreplace")
 
 
-# a URL's userinfo: from the scheme's "//" to the last "@" before the path's query or a blank
-# (greedy: a password holding "/" or "@" is hidden whole; a path with "@" hides more)
-_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://)[^\s?#\"'<>]*@")
+# a URL's userinfo: from the scheme's "//" to the last "@" before the path's query, a blank or
+# the next URL's "://" (greedy: a password holding "/" or "@" is hidden whole; a path with "@"
+# hides more; a query's next field that holds a URL, "&u=http://a:pw@h", keeps its name and
+# has its own userinfo masked). Linear: no look-ahead but one character's
+_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://)(?:[^\s?#\"'<>:]|:(?!//))*@")
 # the words of a text, for a userinfo without its scheme (``user:password@host``, as a URL's
 # authority is written apart: OpenTelemetry's gRPC exporter names its endpoint so): split
 # once, each word then read in Python (a pattern that looked for the word around each "@"
