@@ -497,8 +497,9 @@ def test_set_chunked_response_sends_pieces_while_the_handler_runs(
 
 TIMED_APP = """
 import asyncio
+import time
 
-from fwrest import get
+from fwrest import get, rest
 
 @get("/late")
 async def late():
@@ -528,7 +529,43 @@ async def slow_stream():
             await asyncio.sleep(0.15)
             yield b"piece\\n"
     return items()
+
+@get("/no-content/:kind")
+def no_content(kind):  # a 204 whose generator would sleep or raise before its first item
+    rest.setStatusCode(204)
+    def items():
+        if kind == "raise":
+            raise RuntimeError("never read")
+        time.sleep(2)
+        yield b"too late"
+    return items()
 """
+
+
+@pytest.mark.parametrize("active", [0, 1000])
+def test_an_answer_without_content_never_reads_its_stream(tmp_path: Path, active: int) -> None:
+    """HEAD, 204: the iterator closed unread and the head at once, also under ActiveTimeout
+    (which read it ahead once: 503 after 1 s for a late first item, 500 for a failing one)."""
+    config = module_config(
+        tmp_path,
+        f"streams_app_no_content_{active}",
+        app=TIMED_APP,
+        extra={"POOL": {"ActiveTimeout": active}} if active else None,
+    )
+    with Client(config) as client:
+        for method, path, status in [
+            ("HEAD", "/late", 200),
+            ("HEAD", "/early-failure", 200),
+            ("GET", "/no-content/sleep", 204),
+            ("GET", "/no-content/raise", 204),
+            ("HEAD", "/no-content/sleep", 204),
+        ]:
+            started = time.monotonic()
+            r = client.request(method, f"/rest{path}")
+            took = time.monotonic() - started
+            assert (r.status_code, r.content) == (status, b""), (method, path, r.text)
+            assert took < 0.5, (method, path, took)
+        assert "never read" not in (tmp_path / "server.log").read_text()
 
 
 def test_active_timeout_bounds_the_first_piece_and_usage_counts_to_the_last(tmp_path: Path) -> None:

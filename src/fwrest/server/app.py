@@ -802,8 +802,8 @@ class PortApp:
                                     reply = self._encode(result, ctx, method, path, handler)
                             else:
                                 reply = self._encode(result, ctx, method, path, handler)
-                                if reply.stream is not None and (
-                                    loc.active_s or reads_ahead(result, reply, method)
+                                if reply.stream is not None and reads_ahead(
+                                    result, reply, method, loc.active_s > 0
                                 ):
                                     reply = await self._first_piece(reply, loc, method, path)
                         finally:

@@ -224,18 +224,20 @@ def _encode(value: Any, charset: Charset) -> tuple[bytes, str]:
     raise ResultError(f"a handler returned a {type(value).__name__}, which fwrest cannot send")
 
 
-def reads_ahead(result: Any, reply: Reply, method: str) -> bool:
+def reads_ahead(result: Any, reply: Reply, method: str, bounded: bool) -> bool:
     """Whether the first piece of the stream ``result`` was encoded into (``reply``) is read
-    before the answer's head goes out, on every location (SPEC 10.5: with ``ActiveTimeout``,
-    every stream's is): a handler's iterator, so that one failing (or giving an item that is
-    not text or bytes) before its first piece is a clean 500, not a 200 cut short. Not an
-    ``EventStream`` (an event-stream client expects the head at once), nor
-    ``setChunkedResponse``'s (its head went with its first piece), nor a finished ``Reply``;
-    nor any stream of an answer without content (HEAD, 204, 205, 304), closed unread."""
+    before the answer's head goes out: never for an answer without content (HEAD, 204, 205,
+    304), whose stream is closed unread and whose head goes at once, with or without
+    ``ActiveTimeout``; else every stream under ``ActiveTimeout`` (``bounded``, SPEC 10.5),
+    and a handler's iterator on every location, so that one failing (or giving an item that
+    is not text or bytes) before its first piece is a clean 500, not a 200 cut short. Not,
+    without ``ActiveTimeout``, an ``EventStream`` (an event-stream client expects the head at
+    once), nor ``setChunkedResponse``'s (its head went with its first piece), nor a finished
+    ``Reply``."""
     status = reply.status
     if method == "HEAD" or status == 204 or status == 205 or status == 304:
         return False
-    return not isinstance(result, (EventStream, ChunkedAnswer, Reply))
+    return bounded or not isinstance(result, (EventStream, ChunkedAnswer, Reply))
 
 
 def result_reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Reply:
