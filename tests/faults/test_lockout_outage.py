@@ -15,6 +15,11 @@ that the host's first write of it gave up. Once Redis is back on the same port a
   address, dee's from 127.0.0.13: 429);
 * ``fwrest lockouts clear bob`` lifts both, on both hosts;
 * the token route's failures during the outage locked nothing: ada's grant works on both.
+
+Then an outage that ends at the lock-out, as a review's did (``fwrest serve`` with its one
+worker, host B; Redis killed, started again as the failure that locks is answered): the
+earlier failures' writes gave up, the locking one's and the lock's reach Redis. The list shows
+the failures that made the lock-out, not only those Redis took (it showed 6 of 10, or 1).
 """
 
 from __future__ import annotations
@@ -36,11 +41,13 @@ MAX_FAILURES = 5
 USERS = {"bob": "Bob-Pw-2207", "dee": "Dee-Pw-4620"}
 ADA = ("ada", "Ada-Pw-7731")
 GUESSER = "127.0.0.13"  # the failing client's address (the others use 127.0.0.1)
+LATE = "127.0.0.14"  # the guesser of the outage that ends at the lock-out
 # longer than any store call of the outage's attempts (a call ends by twice its deadline)
 OUTAGE_S = 2 * BACKGROUND_DEADLINE_S + 1.0
 WRITTEN_S = 10.0  # hang guard: the lock is written at the host's next refresh (0.5 s)
 SPEC_BOUND_S = 1.0  # SPEC 5 and 12.3: every worker and host within 1 s
 KEYS = {("ip", GUESSER), ("user", "bob")}
+LATE_KEYS = {("ip", LATE), ("user", "cy")}
 TRIES = 6  # fresh connections per check: the kernel spreads them over a host's workers
 
 
@@ -85,7 +92,8 @@ def test_a_lock_out_made_while_redis_is_away_reaches_it_when_it_returns(
     certs = issue_certs(ca, tmp_path / "certs")
     configs = [host_config(tmp_path / n, certs, redis_store.url) for n in ("a", "b")]
     http = httpx.Client(verify=client_context(certs), timeout=15)
-    with hosts_serving([(config, 2) for config in configs]) as procs:
+    # host B as `fwrest serve` starts it: one worker
+    with hosts_serving([(configs[0], 2), (configs[1], 1)]) as procs:
         a = procs[0]
         try:
             assert statuses(procs, "bob") == {200}
@@ -125,6 +133,27 @@ def test_a_lock_out_made_while_redis_is_away_reaches_it_when_it_returns(
             for proc in procs:  # the outage's failed grants counted nothing
                 granted = grant(http, proc, ADA[1])
                 assert granted.status_code == 200, granted.text
+            # an outage that ends at the lock-out: the earlier failures' writes give up
+            # (a refused connection is tried 3 times, 50 ms apart), the last one's do not
+            redis_store.kill()
+            late = []
+            for i in range(MAX_FAILURES):
+                time.sleep(0.3 if i else 0)
+                late.append(basic(procs[1], "cy", f"guess-{i}", LATE))
+            redis_store.start()
+            late.append(basic(procs[1], "cy", "guess", LATE))
+            assert late == [403] * MAX_FAILURES + [429], late
+            wanted = {("BASIC", kind, who, str(MAX_FAILURES)) for kind, who in LATE_KEYS}
+
+            def counted() -> set[tuple[str, ...]]:
+                rows = lockouts(configs[0], "list").splitlines()[1:]
+                return {tuple(row.split()[:4]) for row in rows if " cy " in row or LATE in row}
+
+            time.sleep(1.0)  # the writes behind the answers and the lock's have ended
+            wait_for(lambda: len(counted()) == 2, WRITTEN_S, "the late lock-outs listed", 0.5)
+            assert counted() == wanted  # the failures that made them (Redis took 1 of 5)
+            time.sleep(SPEC_BOUND_S)
+            assert counted() == wanted  # and stay so
             for proc in procs:
                 assert "Traceback" not in proc.log(), proc.log()
         finally:

@@ -109,6 +109,8 @@ _AWAY_S = 5.0
 # lock-outs made while the store was away, written to it per refresh at most (one trip of
 # that many writes, well within the store deadline even when each write takes 50 ms)
 _WRITE_BATCH = 16
+# how often a lock made on the board looks whether its failures' store writes have ended
+_WRITES_POLL_S = 0.02
 
 
 def port_keys(port_name: str) -> tuple[str, str]:
@@ -456,6 +458,9 @@ class Throttle:
         # to: ``fwrest lockouts list`` shows them); written again before each refresh's list
         # until it takes them or they end
         self._unwritten: dict[str, tuple[float, int]] = {}
+        # per key, this worker's failures counted on the board whose write to the store has
+        # not ended yet: a lock made on the board is written once they have (_write_lock)
+        self._writing: dict[str, int] = {}
         if store.in_process:
             # a memory store is this process's: under a supervisor, the board is what the
             # workers share
@@ -527,8 +532,10 @@ class Throttle:
         (SPEC 4.2, 13.6). Raises what the store call raises (the refresh retries)."""
         now = time.time()
         self._unwritten = {key: lock for key, lock in self._unwritten.items() if lock[0] > now}
-        # a copy (each write taken pops its key), of a bounded size: a trip within the deadline
-        due = dict(itertools.islice(self._unwritten.items(), _WRITE_BATCH))
+        # a copy (each write taken pops its key), of a bounded size: a trip within the
+        # deadline; a lock whose failures' writes have not ended waits for them (_write_lock)
+        ready = ((k, lock) for k, lock in self._unwritten.items() if not self._writing.get(k))
+        due = dict(itertools.islice(ready, _WRITE_BATCH))
         if due:
             await self._client.call(
                 _add_locks, self.store, due, self.window_s, deadline=_DEADLINE_S
@@ -745,6 +752,8 @@ class Throttle:
             # host's count decides now; the failure is written to the store behind the
             # answer, so that every host's count has it, and the store's count locks what the
             # host's did not, when it answers
+            for key in (attempt.user, attempt.address):  # before _settle's lock writes
+                self._writing[key] = self._writing.get(key, 0) + 1
             locked = self._settle(attempt, attempt.counts, attempt.remaining, on_board=True)
             self._spawn(self._write_failure(attempt, locked))
             return
@@ -767,7 +776,18 @@ class Throttle:
                 str(exc) or f"no answer within {_DEADLINE_S:g} s",
             )
             return
+        finally:
+            self._written_failure(attempt)
         self._settle(attempt, (n_user, n_ip), (w_user, w_ip), locked)
+
+    def _written_failure(self, attempt: Attempt) -> None:
+        """The store write of a failure counted on the board has ended, taken or not."""
+        for key in (attempt.user, attempt.address):
+            left = self._writing.get(key, 1) - 1
+            if left > 0:
+                self._writing[key] = left
+            else:
+                self._writing.pop(key, None)
 
     def _settle(
         self,
@@ -864,24 +884,24 @@ class Throttle:
         else:
             # kept until the store has it: a store away now gets it when it answers again
             before, counted = self._unwritten.get(key, (0.0, 0))
-            self._unwritten[key] = (max(until, before), counted)
+            self._unwritten[key] = (max(until, before), max(counted, failures))
             self._spawn(self._write_lock(key, until, failures))
 
     async def _write_lock(self, key: str, until: float, failures: int) -> None:
         """Write a lock of :meth:`_lock` to the store at once. A lock made on the board
-        (``failures``, the host's count) goes without its count when the store takes it: the
-        failures' own writes, sent with it, reached it too (raised to the host's count as
-        well, the store's would hold them twice: a write of an earlier failure may land after
-        it). When the store does not take it, their writes did not reach it either: the lock
-        is written at a refresh with its failures, which the store's count is raised to
+        (``failures``, the host's count) is written with it, which the store's count is
+        raised to, once this worker's writes of the key's failures have ended, the locking
+        one's included: the store's count then holds those it took, and is raised by those it
+        did not (a store back during the writes took the later ones only, and listed 6 for 10;
+        raised before a write that lands after it, it would hold that one twice). When the
+        store does not take it, the lock is written at a refresh with its failures
         (:meth:`_write_unwritten`; else ``fwrest lockouts list`` shows it with 0 failures)."""
+        while failures and self._writing.get(key):
+            await asyncio.sleep(_WRITES_POLL_S)  # each write ends by twice its deadline
         try:
-            await self._lenient(self.store.add_lock, key, until)
+            await self._lenient(self.store.add_lock, key, until, failures, self.window_s)
         except (StoreError, TimeoutError):
-            found = self._unwritten.get(key)
-            if found is not None:
-                self._unwritten[key] = (found[0], max(found[1], failures))
-            return
+            return  # kept in _unwritten, with its failures
         self._lock_written(key, until)
 
     def _lock_written(self, key: str, until: float) -> None:
