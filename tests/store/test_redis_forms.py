@@ -20,6 +20,8 @@ import pytest
 import redis
 import trustme
 
+from fwrest.config.loader import load_config
+from fwrest.store import open_store
 from fwrest.store.base import RefreshRecord, UnconfirmedSpend
 from fwrest.store.redis import REPLICAS_CHECK_S, RedisStore
 from fwrest.testing import Client
@@ -169,6 +171,12 @@ def test_the_deployment_pages_lines_reach_redis_as_its_acl_user(
         with Client(config) as client:
             grant_and_refresh(client)
         assert len(admin.keys("fwrest:rt:*")) == 2
+        loaded = load_config(str(config))
+        store = open_store(loaded.state_store, loaded.data_path, loaded.redis)
+        try:  # a rate limit's count: its script asks Redis's clock (TIME: +time in the rule)
+            assert store.hit_rate("rl:acl", 10, before=time.time() + 1)[0] == 1
+        finally:
+            store.close()
         # the commands came from the ACL user: Redis counted no refusal of it
         assert admin.execute_command("ACL", "LOG") == []
         checked = run_cli("check", str(config), cwd=tmp_path)
