@@ -96,15 +96,15 @@ class GatedStore(MemoryStore):
 
     # the failure counters: an attempt is counted before its check, and taken back when its
     # password was right (SPEC 7.1); gated and slowed as "failures"
-    def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
+    def hit_failure(self, key: str, window_s: float, before: float = 0.0) -> tuple[int, float]:
         self._enter("failures")
-        return super().hit_failure(key, window_s)
+        return super().hit_failure(key, window_s, before)
 
     def hit_failures(
-        self, keys: tuple[str, ...], window_s: float, limit: int
+        self, keys: tuple[str, ...], window_s: float, limit: int, before: float = 0.0
     ) -> list[tuple[int, float]]:
         self._enter("failures")
-        return super().hit_failures(keys, window_s, limit)
+        return super().hit_failures(keys, window_s, limit, before)
 
     def release_failure(self, key: str, window_s: float) -> None:
         self._enter("failures")

@@ -694,7 +694,12 @@ def test_failures_count_in_a_window_that_starts_at_the_first(store: StateStore) 
 def _failures_count_in_a_window(store: StateStore, key: str) -> None:
     assert_none_counted(store, key, WINDOW_S)
     with in_one_window(WINDOW_S):
-        count, left = store.hit_failure(key, WINDOW_S)
+        # a count past its deadline (the caller gave up waiting) is not taken (Redis's clock
+        # has a margin of 1 s), by neither call; one before it is
+        assert store.hit_failure(key, WINDOW_S, time.time() - 5) == (0, 0.0)
+        late = store.hit_failures((key, "tok|ip:192.0.2.7"), WINDOW_S, 3, time.time() - 5)
+        assert late == [(0, 0.0), (0, 0.0)]
+        count, left = store.hit_failure(key, WINDOW_S, time.time() + 60)
         assert count == 1 and 0 < left <= WINDOW_S + EPS, (count, left)
         count, left_2 = store.hit_failure(key, WINDOW_S)
         assert count == 2 and 0 < left_2 <= left + EPS, (count, left_2)
@@ -736,7 +741,9 @@ def test_failures_under_two_keys_are_counted_together_below_a_limit(store: State
     user, address = "tok|user:ada", "tok|ip:192.0.2.12"
     store.hit_failure(address, 60)
     for n in (1, 2):
-        (n_user, w_user), (n_ip, w_ip) = store.hit_failures((user, address), 60, 3)
+        (n_user, w_user), (n_ip, w_ip) = store.hit_failures(
+            (user, address), 60, 3, time.time() + 60
+        )
         assert (n_user, n_ip) == (n, n + 1) and 0 < w_user <= 60 + 1 and 0 < w_ip <= 60 + 1
     # the address at the limit: nothing counted, under either key; each count one more
     assert [n for n, _ in store.hit_failures((user, address), 60, 3)] == [3, 4]

@@ -73,7 +73,7 @@ from fwrest import log
 from fwrest.errors import HTTPError, TooManyRequests, store_unavailable
 from fwrest.store import StateStore, StoreError
 from fwrest.store.audit import AuditEvent, AuditLog
-from fwrest.store.calls import BACKGROUND_DEADLINE_S, GIVEN, StoreClient, runs
+from fwrest.store.calls import BACKGROUND_DEADLINE_S, GIVEN, StoreClient, StoreTimeout, runs
 
 __all__ = [
     "BASIC_WORDING",
@@ -175,9 +175,28 @@ def address_key(address: str) -> str:
 
 
 @runs(GIVEN)
-def _both(fn: Callable[[str, float], T], first: str, second: str, window: float) -> tuple[T, T]:
+def _both(fn: Callable[..., T], first: str, second: str, window: float, *more: Any) -> tuple[T, T]:
     """``fn`` for the user's key and the address's key, in one trip to the store's thread."""
-    return fn(first, window), fn(second, window)
+    return fn(first, window, *more), fn(second, window, *more)
+
+
+# a count's deadline (``before`` of ``hit_failure``, ``hit_failures``) this much before its
+# caller stops waiting: the count is taken while the caller still waits for it, or not at all
+_BEFORE_MARGIN_S = 0.05
+
+
+@runs(GIVEN)
+def _counted_by(
+    count: Callable[[float], Sequence[tuple[int, float]]], budget: float
+) -> Sequence[tuple[int, float]]:
+    """``count(before)`` on a store thread, ``before`` the deadline of its caller's wait that
+    starts now (``budget`` seconds, counted from the thread's start): a count the caller gave
+    up on (a sqlite lock held past it, Redis frozen) is not taken later, and raises
+    :class:`StoreTimeout` as the caller's wait would have (decisions.md)."""
+    found = count(time.time() + budget - _BEFORE_MARGIN_S)
+    if any(n == 0 for n, _ in found):
+        raise StoreTimeout(f"no count within {budget:g} s")
+    return found
 
 
 @runs("add_lock")
@@ -378,9 +397,13 @@ TOKEN_WORDING = Wording("failed sign-ins (password grant or login page)", "user 
 
 class StoreRun(Protocol):
     """How a strict caller runs a store call: under its request's deadline, a store that does
-    not answer raising the 503 (the token service's ``_store``)."""
+    not answer raising the 503 (the token service's ``store_call``)."""
 
     def __call__(self, fn: Callable[..., T], /, *args: Any) -> Awaitable[T]: ...
+
+    def budget(self) -> float:
+        """Seconds the next call may take once a store thread runs it."""
+        ...
 
 
 class _Where(enum.Enum):
@@ -679,18 +702,20 @@ class Throttle:
         always, as it happened (a count the store refused, taken for counted, locked and
         announced what the store did not hold: another host announced it again)."""
         where, window, keys = self._where, self.window_s, (user_key, ip_key)
-        call: Callable[[], Sequence[tuple[int, float]]]
+        # a count past its caller's deadline is not taken (_counted_by)
+        call: Callable[[float], Sequence[tuple[int, float]]]
         if failure:
             call = functools.partial(_both, self.store.hit_failure, user_key, ip_key, window)
         else:
             call = functools.partial(self.store.hit_failures, keys, window, self.max_failures)
         if where is _Where.STORE:
-            found = await self._strict(run, call)
+            budget = run.budget() if run is not None else _DEADLINE_S
+            found = await self._strict(run, _counted_by, call, budget)
             return self._in_store(user_key, ip_key, found, failure)
         if where is _Where.BOARD_THEN_STORE and time.monotonic() >= self._away_until:
             # every host's count, before the check (SPEC 7.1, 8), when the store answers
             try:
-                found = await self._lenient(call)
+                found = await self._lenient(_counted_by, call, _DEADLINE_S)
                 return self._in_store(user_key, ip_key, found, failure)
             except (StoreError, TimeoutError) as exc:
                 self._away_until = time.monotonic() + _AWAY_S
@@ -763,9 +788,10 @@ class Throttle:
         """Count in the store a failure counted on the board (:meth:`failed`); its count
         settles the keys the host's count did not lock (``locked``)."""
         try:
-            (n_user, w_user), (n_ip, w_ip) = await self._lenient(
+            call = functools.partial(
                 _both, self.store.hit_failure, attempt.user, attempt.address, self.window_s
             )
+            (n_user, w_user), (n_ip, w_ip) = await self._lenient(_counted_by, call, _DEADLINE_S)
         except (StoreError, TimeoutError) as exc:
             # still away: the board counts on (the next attempts do not ask it either)
             self._away_until = max(self._away_until, time.monotonic() + _AWAY_S)

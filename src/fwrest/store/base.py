@@ -174,14 +174,15 @@ class ProofStore(StoreBase, Protocol):
 class FailureStore(StoreBase, Protocol):
     """Failed attempts and lock-outs (the brute-force throttle)."""
 
-    def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
-        """Count one failure; returns (failures in the window, seconds until it ends)."""
+    def hit_failure(self, key: str, window_s: float, before: float = 0.0) -> tuple[int, float]:
+        """Count one failure; returns (failures in the window, seconds until it ends).
+        ``before``: as :meth:`RateStore.hit_rate`'s, a count past it not taken: ``(0, 0.0)``."""
         ...
 
     def failures(self, key: str, window_s: float) -> tuple[int, float]: ...
 
     def hit_failures(
-        self, keys: tuple[str, ...], window_s: float, limit: int
+        self, keys: tuple[str, ...], window_s: float, limit: int, before: float = 0.0
     ) -> list[tuple[int, float]]:
         """Count one attempt under every key of ``keys`` (a user's and an address's), as
         :meth:`hit_failure` does, atomically and only when each key's count is below
@@ -190,7 +191,8 @@ class FailureStore(StoreBase, Protocol):
         and each count is what it would have been (one more than the key's count): one of
         them is then over ``limit``. So an attempt refused for one key never sits in the
         other's count, where another attempt could find it (the brute-force throttle: a count
-        at ``limit`` is reached once, by an attempt that is checked)."""
+        at ``limit`` is reached once, by an attempt that is checked). Past ``before`` (as
+        :meth:`hit_failure`'s) nothing is counted, and each count is ``(0, 0.0)``."""
         ...
 
     def release_failure(self, key: str, window_s: float) -> None:

@@ -156,9 +156,11 @@ class MemoryStore:
                     out[record.family] = max(record.expires_at, out.get(record.family, 0.0))
         return out
 
-    def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
-        now = time.time()
+    def hit_failure(self, key: str, window_s: float, before: float = 0.0) -> tuple[int, float]:
         with self._lock:
+            now = time.time()
+            if before and now > before:
+                return 0, 0.0
             return self._hit_failure(key, window_s, now)
 
     def _hit_failure(self, key: str, window_s: float, now: float) -> tuple[int, float]:
@@ -188,10 +190,12 @@ class MemoryStore:
             return count, end - now
 
     def hit_failures(
-        self, keys: tuple[str, ...], window_s: float, limit: int
+        self, keys: tuple[str, ...], window_s: float, limit: int, before: float = 0.0
     ) -> list[tuple[int, float]]:
-        now = time.time()
         with self._lock:
+            now = time.time()
+            if before and now > before:
+                return [(0, 0.0) for _ in keys]
             found = [self._failures.get(key, (now, 0)) for key in keys]
             found = [(now, 0) if now - start >= window_s else (start, n) for start, n in found]
             if all(n < limit for _, n in found):

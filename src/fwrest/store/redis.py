@@ -138,8 +138,9 @@ if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
 return {n, ttl}
 """
-# _HIT for a rate limit's count, not taken (nothing written: {0, 0}) when Redis's clock (ms)
-# is past ARGV[2] (0: no deadline), the deadline the host passed plus RATE_CLOCK_MARGIN_S
+# _HIT for a rate limit's count and a failure's (hit_failure), not taken (nothing written:
+# {0, 0}) when Redis's clock (ms) is past ARGV[2] (0: no deadline), the deadline the host
+# passed plus RATE_CLOCK_MARGIN_S
 _HIT_RATE = """
 redis.replicate_commands()
 if ARGV[2] ~= '0' then
@@ -153,14 +154,25 @@ if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
 return {n, ttl}
 """
-# how far past the deadline the host passed Redis may take a rate limit's count: Redis's clock
-# and the host's differ (NTP keeps them within milliseconds); a count later than this is not
-# taken, one within it may be taken though the request gave up (decisions.md)
+# how far past the deadline the host passed Redis may take a count (a rate limit's, a
+# failure's): Redis's clock and the host's differ (NTP keeps them within milliseconds); a
+# count later than this is not taken, one within it may be taken though the request gave up
+# (decisions.md)
 RATE_CLOCK_MARGIN_S = 1.0
 # _HIT for every key (a user's and an address's: one slot, {bf}, on a cluster), only when each
 # count is below ARGV[2]; else nothing counted: {counted (1, 0), count, pttl, count, pttl...},
-# a count not counted being one more than the key's
+# a count not counted being one more than the key's; nothing counted either ({0, 0, 0...})
+# past ARGV[3] (as _HIT_RATE's ARGV[2]; absent, as from a caller older than it: no deadline)
 _HIT_BELOW = """
+redis.replicate_commands()
+if ARGV[3] and ARGV[3] ~= '0' then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[3]) then
+    local late = {0}
+    for _ in ipairs(KEYS) do table.insert(late, 0); table.insert(late, 0) end
+    return late
+  end
+end
 local limit = tonumber(ARGV[2])
 local below = 1
 for _, key in ipairs(KEYS) do
@@ -938,17 +950,22 @@ class RedisStore:
         _, rows = self._call(pipe.execute)
         return {(m.decode() if isinstance(m, bytes) else m): float(s) for m, s in rows}
 
-    def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
-        count, ttl = self._call(self._hit, keys=[self._keys.fail(key)], args=[int(window_s * 1000)])
+    def hit_failure(self, key: str, window_s: float, before: float = 0.0) -> tuple[int, float]:
+        # a rate limit's script: the same count behind the same deadline
+        until = int((before + RATE_CLOCK_MARGIN_S) * 1000) if before else 0
+        count, ttl = self._call(
+            self._hit_rate, keys=[self._keys.fail(key)], args=[int(window_s * 1000), until]
+        )
         return int(count), max(int(ttl), 0) / 1000
 
     def hit_failures(
-        self, keys: tuple[str, ...], window_s: float, limit: int
+        self, keys: tuple[str, ...], window_s: float, limit: int, before: float = 0.0
     ) -> list[tuple[int, float]]:
+        until = int((before + RATE_CLOCK_MARGIN_S) * 1000) if before else 0
         out = self._call(
             self._hit_below,
             keys=[self._keys.fail(key) for key in keys],
-            args=[int(window_s * 1000), limit],
+            args=[int(window_s * 1000), limit, until],
         )
         return [(int(out[i]), max(int(out[i + 1]), 0) / 1000) for i in range(1, len(out), 2)]
 

@@ -345,9 +345,11 @@ class SqliteStore:
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store: {exc}") from None
 
-    def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
-        now = time.time()
+    def hit_failure(self, key: str, window_s: float, before: float = 0.0) -> tuple[int, float]:
         with self._tx() as db:
+            now = time.time()  # holding the write lock (as hit_rate's)
+            if before and now > before:
+                return 0, 0.0
             return self._hit_failure(db, key, window_s, now)
 
     @staticmethod
@@ -365,10 +367,12 @@ class SqliteStore:
         return count, start + window_s - now
 
     def hit_failures(
-        self, keys: tuple[str, ...], window_s: float, limit: int
+        self, keys: tuple[str, ...], window_s: float, limit: int, before: float = 0.0
     ) -> list[tuple[int, float]]:
-        now = time.time()
         with self._tx() as db:
+            now = time.time()
+            if before and now > before:
+                return [(0, 0.0) for _ in keys]
             found = []
             for key in keys:
                 row = db.execute(

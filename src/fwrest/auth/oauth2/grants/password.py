@@ -89,6 +89,21 @@ async def _check_password(request: TokenRequest) -> str:
     return username
 
 
+class _Run:
+    """The token request's store calls for its throttle (``StoreRun``): under its deadline."""
+
+    __slots__ = ("deadline", "service")
+
+    def __init__(self, service: TokenService, deadline: StoreDeadline) -> None:
+        self.service, self.deadline = service, deadline
+
+    def __call__(self, fn: Callable[..., T], /, *args: Any) -> Awaitable[T]:
+        return self.service.store_call(self.deadline, fn, *args)
+
+    def budget(self) -> float:
+        return self.deadline.timeout()
+
+
 async def check_password(
     service: TokenService,
     deadline: StoreDeadline,
@@ -106,9 +121,7 @@ async def check_password(
         HTTPError: 429 past ``maxFailures`` (no password checked), 503 (the store).
     """
 
-    def run(fn: Callable[..., T], /, *args: Any) -> Awaitable[T]:
-        return service.store_call(deadline, fn, *args)
-
+    run = _Run(service, deadline)
     throttle = service.throttle
     users = allowed.users
     # counted before the check (SPEC 7.1): past maxFailures, 429 and no check
