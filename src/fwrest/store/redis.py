@@ -132,15 +132,10 @@ if fam and fam ~= '' and fam ~= ARGV[1] then return {2, rec, fam} end
 redis.call('HSET', KEYS[1], 'family', ARGV[1])
 return {1, rec, ARGV[1]}
 """
-_HIT = """
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-local ttl = redis.call('PTTL', KEYS[1])
-return {n, ttl}
-"""
-# _HIT for a rate limit's count and a failure's (hit_failure), not taken (nothing written:
-# {0, 0}) when Redis's clock (ms) is past ARGV[2] (0: no deadline), the deadline the host
-# passed plus RATE_CLOCK_MARGIN_S
+# a rate limit's count and a failure's (hit_failure): the key's count within its window
+# (ARGV[1] ms from its first) and its time left; not taken (nothing written: {0, 0}) when
+# Redis's clock (ms) is past ARGV[2] (0: no deadline), the host's deadline plus
+# RATE_CLOCK_MARGIN_S
 _HIT_RATE = """
 redis.replicate_commands()
 if ARGV[2] ~= '0' then
@@ -159,8 +154,8 @@ return {n, ttl}
 # count later than this is not taken, one within it may be taken though the request gave up
 # (decisions.md)
 RATE_CLOCK_MARGIN_S = 1.0
-# _HIT for every key (a user's and an address's: one slot, {bf}, on a cluster), only when each
-# count is below ARGV[2]; else nothing counted: {counted (1, 0), count, pttl, count, pttl...},
+# _HIT_RATE's count for every key (a user's and an address's: one slot, {bf}, on a cluster),
+# only when each count is below ARGV[2]; else nothing counted: {counted (1, 0), count, pttl, count, pttl...},
 # a count not counted being one more than the key's; nothing counted either ({0, 0, 0...})
 # past ARGV[3] (as _HIT_RATE's ARGV[2]; absent, as from a caller older than it: no deadline)
 _HIT_BELOW = """
@@ -584,7 +579,6 @@ class RedisStore:
         self._spend = self._script(_SPEND)
         self._take = self._script(_TAKE)
         self._restore = self._script(_RESTORE)
-        self._hit = self._script(_HIT)
         self._hit_below = self._script(_HIT_BELOW)
         self._hit_rate = self._script(_HIT_RATE)
         self._release = self._script(_RELEASE)
