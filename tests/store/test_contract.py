@@ -805,6 +805,23 @@ def _rates_count_in_a_fixed_window(store: StateStore, key: str) -> None:
     assert store.failures("tok|user:ada", 60)[0] == 1
 
 
+def test_a_count_deadline_holds_on_a_host_whose_clock_is_an_hour_behind_the_stores(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a host's deadline is its own clock's: Redis, an hour ahead, once refused every count
+    # with one (the rate limit then answered 503 to every request); it learns the difference
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() - 3600)
+    key, user, address = "rl:RL_SKEW:address:192.0.2.30", "tok|user:skew", "tok|ip:192.0.2.31"
+    assert store.hit_rate(key, 60, time.time() + 5)[0] == 1
+    assert [n for n, _ in store.hit_failures((user, address), 60, 3, time.time() + 5)] == [1, 1]
+    assert store.hit_failure(user, 60, time.time() + 5)[0] == 2
+    # a count past the host's deadline is still not taken
+    assert store.hit_rate(key, 60, time.time() - 5) == (0, 0.0)
+    assert store.hit_failures((user, address), 60, 3, time.time() - 5) == [(0, 0.0), (0, 0.0)]
+    assert store.failures(user, 60)[0] == 2 and store.hit_rate(key, 60)[0] == 2
+
+
 def test_simultaneous_requests_are_each_counted_once(store: StateStore, threads: int) -> None:
     # the rate limit lets exactly Limit requests through: each count returned exactly once
     results = race(threads, lambda _i: store.hit_rate("rl:RL_API:address:192.0.2.9", 60))

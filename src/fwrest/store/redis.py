@@ -133,16 +133,15 @@ redis.call('HSET', KEYS[1], 'family', ARGV[1])
 return {1, rec, ARGV[1]}
 """
 # a rate limit's count and a failure's (hit_failure): the key's count within its window
-# (ARGV[1] ms from its first) and its time left; not taken (nothing written: {0, 0}) when
-# Redis's clock (ms) is past ARGV[2] (0: no deadline), the host's deadline plus
-# RATE_CLOCK_MARGIN_S
+# (ARGV[1] ms from its first) and its time left; not taken (nothing written: {-1, Redis's
+# clock in ms}) when Redis's clock (ms) is past ARGV[2] (0: no deadline), the host's deadline
+# plus RATE_CLOCK_MARGIN_S (RedisStore._count)
 _HIT_RATE = """
 redis.replicate_commands()
 if ARGV[2] ~= '0' then
   local t = redis.call('TIME')
-  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[2]) then
-    return {0, 0}
-  end
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if now > tonumber(ARGV[2]) then return {-1, now} end
 end
 local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
@@ -156,17 +155,14 @@ return {n, ttl}
 RATE_CLOCK_MARGIN_S = 1.0
 # _HIT_RATE's count for every key (a user's and an address's: one slot, {bf}, on a cluster),
 # only when each count is below ARGV[2]; else nothing counted: {counted (1, 0), count, pttl, count, pttl...},
-# a count not counted being one more than the key's; nothing counted either ({0, 0, 0...})
-# past ARGV[3] (as _HIT_RATE's ARGV[2]; absent, as from a caller older than it: no deadline)
+# a count not counted being one more than the key's; nothing counted either ({-1, Redis's
+# clock}) past ARGV[3] (as _HIT_RATE's ARGV[2])
 _HIT_BELOW = """
 redis.replicate_commands()
-if ARGV[3] and ARGV[3] ~= '0' then
+if ARGV[3] ~= '0' then
   local t = redis.call('TIME')
-  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[3]) then
-    local late = {0}
-    for _ in ipairs(KEYS) do table.insert(late, 0); table.insert(late, 0) end
-    return late
-  end
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if now > tonumber(ARGV[3]) then return {-1, now} end
 end
 local limit = tonumber(ARGV[2])
 local below = 1
@@ -576,6 +572,9 @@ class RedisStore:
         self._replicated = url.lower().startswith(SENTINEL_SCHEME)
         self._replicas = _Replicas()
         self._sentinels_quiet_until = 0.0
+        # how far Redis's clock is ahead of this host's, learnt from a count judged late
+        # (RedisStore._count); 0 until then
+        self._clock_ahead = 0.0
         self._spend = self._script(_SPEND)
         self._take = self._script(_TAKE)
         self._restore = self._script(_RESTORE)
@@ -944,32 +943,45 @@ class RedisStore:
         _, rows = self._call(pipe.execute)
         return {(m.decode() if isinstance(m, bytes) else m): float(s) for m, s in rows}
 
+    def _count(self, script: Any, keys: list[str], args: list[int], before: float) -> Any:
+        """A count's ``script`` (_HIT_RATE, _HIT_BELOW), its last argument the deadline
+        ``before`` (the host's clock; 0: none) on Redis's clock: the host's deadline plus the
+        difference of the two clocks learnt so far plus ``RATE_CLOCK_MARGIN_S``. Judged late
+        by Redis while this host's clock says the caller still waits, the clocks differ by
+        more than the margin: the difference is learnt from Redis's answer (its clock) and
+        the count asked once more (else a Redis ahead of the host refused every count)."""
+        if not before:
+            return self._call(script, keys=keys, args=[*args, 0])
+        until = int((before + self._clock_ahead + RATE_CLOCK_MARGIN_S) * 1000)
+        out = self._call(script, keys=keys, args=[*args, until])
+        if int(out[0]) == -1 and time.time() < before:
+            self._clock_ahead = int(out[1]) / 1000 - time.time()
+            until = int((before + self._clock_ahead + RATE_CLOCK_MARGIN_S) * 1000)
+            out = self._call(script, keys=keys, args=[*args, until])
+        return out
+
     def hit_failure(self, key: str, window_s: float, before: float = 0.0) -> tuple[int, float]:
         # a rate limit's script: the same count behind the same deadline
-        until = int((before + RATE_CLOCK_MARGIN_S) * 1000) if before else 0
-        count, ttl = self._call(
-            self._hit_rate, keys=[self._keys.fail(key)], args=[int(window_s * 1000), until]
-        )
-        return int(count), max(int(ttl), 0) / 1000
+        out = self._count(self._hit_rate, [self._keys.fail(key)], [int(window_s * 1000)], before)
+        return (0, 0.0) if int(out[0]) == -1 else (int(out[0]), max(int(out[1]), 0) / 1000)
 
     def hit_failures(
         self, keys: tuple[str, ...], window_s: float, limit: int, before: float = 0.0
     ) -> list[tuple[int, float]]:
-        until = int((before + RATE_CLOCK_MARGIN_S) * 1000) if before else 0
-        out = self._call(
+        out = self._count(
             self._hit_below,
-            keys=[self._keys.fail(key) for key in keys],
-            args=[int(window_s * 1000), limit, until],
+            [self._keys.fail(key) for key in keys],
+            [int(window_s * 1000), limit],
+            before,
         )
+        if int(out[0]) == -1:
+            return [(0, 0.0) for _ in keys]
         return [(int(out[i]), max(int(out[i + 1]), 0) / 1000) for i in range(1, len(out), 2)]
 
     def hit_rate(self, key: str, window_s: float, before: float = 0.0) -> tuple[int, float]:
         # the failures' script (INCR, PEXPIRE at the first) behind a deadline: one round trip
-        until = int((before + RATE_CLOCK_MARGIN_S) * 1000) if before else 0
-        count, ttl = self._call(
-            self._hit_rate, keys=[self._keys.rate(key)], args=[int(window_s * 1000), until]
-        )
-        return int(count), max(int(ttl), 0) / 1000
+        out = self._count(self._hit_rate, [self._keys.rate(key)], [int(window_s * 1000)], before)
+        return (0, 0.0) if int(out[0]) == -1 else (int(out[0]), max(int(out[1]), 0) / 1000)
 
     def failures(self, key: str, window_s: float) -> tuple[int, float]:
         pipe = self._r.pipeline(transaction=False)
