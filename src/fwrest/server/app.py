@@ -354,6 +354,27 @@ def _unsent(reply: Reply, ctx: RequestContext | None) -> None:
     _close_later(stream)
 
 
+def _fields(
+    req: Request,
+    found: _Located | None,
+    route_key: UsageKey,
+    status: int,
+    duration_us: int,
+    ctx: RequestContext | None,
+) -> log.RequestFields:
+    """An access line's structured fields (SPEC 13.4; an answer's and a stream's end)."""
+    return (
+        req.port,
+        req.method,
+        route_key.location + route_key.route if route_key is not UNMATCHED else "",
+        found.path if found is not None else "?",
+        status,
+        duration_us,
+        ctx.auth_user if ctx is not None else "",
+        req.client,
+    )
+
+
 class PortApp:
     """Serves one port (one server section) in one worker: the engine's
     :class:`~fwrest.wire.PortHandler` and the requests' :class:`~fwrest.context.views.PortView`.
@@ -1003,16 +1024,7 @@ class PortApp:
         if access.isEnabledFor(logging.ERROR if reply.status >= 500 else logging.INFO):
             trace = tunables.current.rest_trace_time
             times = trace_text(trace, started, guarded, handled, ended_ns) if trace else ""
-            fields = (
-                req.port,
-                req.method,
-                route_key.location + route_key.route if route_key is not UNMATCHED else "",
-                found.path if found is not None else "?",
-                reply.status,
-                duration_us,
-                ctx.auth_user if ctx is not None else "",
-                req.client,
-            )
+            fields = _fields(req, found, route_key, reply.status, duration_us, ctx)
             self._log_access(req, found, query, reply.status, times, fields)
             if access.isEnabledFor(logging.DEBUG):
                 self._log_debug(req, reply, found)
@@ -1047,16 +1059,7 @@ class PortApp:
                 return
             trace = tunables.current.rest_trace_time
             times = trace_text(trace, started, guarded, handled, ended) if trace else ""
-            fields = (
-                req.port,
-                req.method,
-                route_key.location + route_key.route if route_key is not UNMATCHED else "",
-                found.path if found is not None else "?",
-                status,
-                (ended - started) // 1000,
-                ctx.auth_user if ctx is not None else "",
-                req.client,
-            )
+            fields = _fields(req, found, route_key, status, (ended - started) // 1000, ctx)
             self._log_access(req, found, query, status, times, fields, cut, level)
 
         return write
