@@ -233,7 +233,11 @@ class ClientDisconnected(ConnectionError):
 class StreamCut(Exception):
     """A streamed answer is cut short for a reason already logged (its iterator or its
     handler failed): the engine closes the connection without the last chunk and logs
-    nothing more."""
+    nothing more. ``cause``: what failed (the trace's ``error.type``), when known."""
+
+    def __init__(self, message: str = "", cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class Refusal(Protocol):

@@ -388,6 +388,137 @@ def test_json_log_records_carry_the_span_ids(tmp_path: Path, receiver: _Receiver
     assert not any("trace_id" in r for r in records if "request_id" not in r)
 
 
+STREAMS_APP = (
+    APP
+    + """
+
+from fwrest import EventStream
+
+def _steps(name, count, fail=False):
+    for n in range(count):
+        with _tracer.start_as_current_span(f"shop.{name}-{n}"):
+            _log.warning("%s step %d", name, n)
+        yield f"{name}{n}\\n"
+    if fail:
+        raise ValueError("the stream broke")
+
+@get("/gen")
+def gen():
+    return _steps("gen", 3)
+
+@get("/agen")
+async def agen():
+    async def steps():
+        for n in range(3):
+            with _tracer.start_as_current_span(f"shop.agen-{n}"):
+                _log.warning("agen step %d", n)
+            await asyncio.sleep(0)
+            yield f"agen{n}\\n"
+    return steps()
+
+@get("/events")
+def events():
+    return EventStream(_steps("sse", 2))
+
+@get("/failing")
+def failing():
+    return _steps("fail", 1, fail=True)
+
+@get("/chunked-failing")
+def chunked_failing():
+    rest.setChunkedResponse("a,")
+    raise RuntimeError("the handler broke")
+"""
+)
+
+
+def test_a_streams_steps_and_end_run_in_its_server_span(
+    tmp_path: Path, receiver: _Receiver
+) -> None:
+    """SPEC 17.4 with streams (SPEC 10.5): the spans an iterator opens in its steps, the first
+    and every later one (a ``def`` generator's in the pool, an async one's, an event
+    stream's), are children of the request's server span, and the log records of its steps,
+    of its failure and its access line (written at its end) carry the span's ids; a failing
+    stream's ``error.type`` is what its iterator (or chunked handler) raised."""
+    config = free_config(tmp_path, app=STREAMS_APP, extra={"HTTPSERVER": {"Tracing": "otlp"}})
+    sent: dict[str, tuple[str, str]] = {}
+    with _serving(config, receiver) as proc:
+        for path in ("/gen", "/agen", "/events", "/failing", "/chunked-failing"):
+            header, trace_id, _ = _traceparent()
+            with contextlib.suppress(httpx.HTTPError):  # the failing ones are cut
+                r = httpx.get(f"{proc.url()}{path}", headers={"traceparent": header}, timeout=15)
+                assert r.status_code == 200, (path, r.text)
+            sent[path] = (trace_id, "")
+        steps = {f"shop.{name}-{n}" for name in ("gen", "agen") for n in range(3)}
+        steps |= {"shop.sse-0", "shop.sse-1", "shop.fail-0"}
+        servers_named = {f"GET /rest{path}" for path in sent}
+        # the server spans too: each ends with its stream, after the steps' spans
+        spans = receiver.wait_spans({t for t, _ in sent.values()}, steps | servers_named)
+        wait_for(lambda: proc.log().count(" fwrest.access ") >= len(sent), 10, "access lines")
+    log = proc.log()
+    servers = {s["trace_id"]: s for s in spans if s["kind"] == 2}
+    for name in sorted(steps):
+        (span,) = [s for s in spans if s["name"] == name]
+        server = servers.get(span["trace_id"])
+        assert server is not None and span["parent"] == server["span_id"], (name, span)
+    for path, (trace_id, _) in sent.items():
+        server = servers[trace_id]
+        assert server["attributes"]["http.route"] == "/rest" + path, server
+        ids = f"trace_id={trace_id} span_id={server['span_id']}"
+        (access,) = [
+            line
+            for line in log.splitlines()
+            if " fwrest.access " in line and f" /rest{path} " in line
+        ]
+        assert access.endswith(ids), access
+    failed = {path: servers[sent[path][0]]["attributes"].get("error.type") for path in
+              ("/failing", "/chunked-failing")}  # fmt: skip
+    assert failed == {"/failing": "builtins.ValueError",
+                      "/chunked-failing": "builtins.RuntimeError"}, failed  # fmt: skip
+    # the steps' records: the span of the step (its application span), the failure's the server's
+    for line in log.splitlines():
+        if " step " in line and " shop.traced " in line:
+            assert " trace_id=" in line, line
+    (broke,) = [line for line in log.splitlines() if "the stream broke" in line and "ERROR" in line]
+    assert (
+        f"trace_id={sent['/failing'][0]} span_id={servers[sent['/failing'][0]]['span_id']}" in broke
+    )
+
+
+def test_a_memory_stores_lock_out_write_is_a_store_span(
+    tmp_path: Path, receiver: _Receiver
+) -> None:
+    """SPEC 17.4's span for each state-store call: the lock-out a memory store keeps in the
+    worker (written on the loop, no store thread) too."""
+    basic = {"Authorization": {"scheme": "basic", "OnAuth": "app.check", "maxFailures": 2}}
+    config = free_config(
+        tmp_path,
+        app=APP,
+        servers={"HTTP_REST": local_port(FwData=basic)},
+        extra={"HTTPSERVER": {"Tracing": "otlp", "StateStore": "memory"}},
+    )
+    traces = []
+    with _serving(config, receiver) as proc:
+        for n in range(3):
+            header, trace_id, _ = _traceparent()
+            traces.append(trace_id)
+            r = httpx.get(
+                f"{proc.url()}/traced/{n}",
+                auth=("ada", f"Wrong-{n}"),
+                headers={"traceparent": header},
+            )
+            assert r.status_code in (401, 403, 429), r.text
+        # the third: refused (locked), its lock-out written by the second's
+        spans = receiver.wait_spans(set(traces), {"GET", "fwrest.store"})
+    locks = [
+        s for s in spans
+        if s["name"] == "fwrest.store" and s["attributes"]["fwrest.store.operation"] == "add_lock"
+    ]  # fmt: skip
+    assert locks and {s["attributes"]["db.system.name"] for s in locks} == {"memory"}, locks
+    servers = {s["span_id"] for s in spans if s["kind"] == 2}
+    assert all(s["parent"] in servers for s in locks), locks
+
+
 @pytest.mark.parametrize("store", ["memory", "sqlite"])
 def test_token_route_spans_the_stores_calls_and_exports_no_token(
     tmp_path: Path, receiver: _Receiver, ca: trustme.CA, store: str

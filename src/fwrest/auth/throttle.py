@@ -905,7 +905,7 @@ class Throttle:
         if self.board is not None:
             self.board.publish(self.region, key, int(until * 1000))
         if self.store.in_process:
-            self.store.add_lock(key, until)
+            self._client.at_once(self.store.add_lock, key, until)
             self._lock_written(key, until)
         else:
             # kept until the store has it: a store away now gets it when it answers again

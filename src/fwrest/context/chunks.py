@@ -65,6 +65,7 @@ class ChunkFeed:
         self._unsent = 0  # pieces put and not yet taken by the stream
         self._state = _OPEN
         self.ended = False
+        self._failure: BaseException | None = None  # the handler's, when it failed
 
     def put(self, piece: bytes) -> None:
         """From the handler's thread: one piece (waits while AHEAD pieces are unsent).
@@ -89,12 +90,14 @@ class ChunkFeed:
                 "nothing of it for BodyTimeout, or it was given up"
             )
 
-    def end(self, ok: bool = True) -> None:
+    def end(self, ok: bool = True, failure: BaseException | None = None) -> None:
         """From any thread: the answer is complete (``ok``), or cut short (the handler
-        failed); once only: a failure after the last piece changes nothing sent."""
+        failed, raising ``failure``); once only: a failure after the last piece changes
+        nothing sent."""
         if self.ended:
             return
         self.ended = True
+        self._failure = failure
         with self._room:
             sending = self._state == _OPEN
         if sending:
@@ -126,7 +129,7 @@ class ChunkFeed:
         if piece is _END:
             raise StopAsyncIteration
         if piece is _CUT:
-            raise StreamCut("the handler failed during its chunked answer")
+            raise StreamCut("the handler failed during its chunked answer", self._failure)
         with self._room:
             self._unsent -= 1
             self._room.notify()
@@ -187,5 +190,5 @@ class ChunkedAnswer:
         self.status = status
         self.headers = headers
 
-    def end(self, ok: bool) -> None:
-        self.feed.end(ok)
+    def end(self, ok: bool, failure: BaseException | None = None) -> None:
+        self.feed.end(ok, failure)

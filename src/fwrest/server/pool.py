@@ -260,7 +260,7 @@ class ThreadPool:
                     item.ctx.run(_chunked_failed, early, value)
                 elif ok and value is not None and item.fn not in _IGNORED_SAID:
                     item.ctx.run(_returned_ignored, item.fn, early, value)
-                early.end(ok)
+                early.end(ok, None if ok else value)
                 continue
             try:
                 self._loop.call_soon_threadsafe(_finish, item, ok, value)

@@ -349,7 +349,7 @@ class Sending:
             self._cut = "failed"
             inner = exc.inner if isinstance(exc, StreamFailed) else exc
             log_failure(self._method, self._path, inner, "the streamed answer failed", "cut short")
-            raise StreamCut("the streamed answer failed") from None
+            raise StreamCut("the streamed answer failed", inner) from None
         finally:
             if request is not None:
                 current.reset(request)

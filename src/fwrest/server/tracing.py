@@ -49,7 +49,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from fwrest import __version__, log
 from fwrest.config.loader import otlp_protocol
 from fwrest.context.request import RequestContext
-from fwrest.errors import HTTPError, is_cancellation
+from fwrest.errors import HTTPError, StreamCut, is_cancellation
 from fwrest.server.app import Guard, PortApp
 from fwrest.server.handler import Handler, Invoke
 from fwrest.store.base import StoreBase
@@ -135,6 +135,8 @@ def _error_type(exc: BaseException) -> str:
     its text, which may quote a request's secrets)."""
     if isinstance(exc, HTTPError):
         return str(exc.status)
+    if isinstance(exc, StreamCut) and exc.cause is not None:
+        exc = exc.cause  # a stream cut by its iterator's (or chunked handler's) failure
     kind = type(exc)
     return f"{kind.__module__}.{kind.__qualname__}"
 
@@ -350,7 +352,7 @@ class TracedPort:
         if reply.stream is None:
             span.end()
         else:
-            reply.stream = _Spanned(reply.stream, span)
+            reply.stream = _Spanned(reply.stream, served)
         return reply
 
     async def admit(self, head: Request) -> Reply | None:
@@ -367,18 +369,25 @@ class TracedPort:
 
 class _Spanned:
     """A streamed answer whose server span ends with it (its last piece written, or the
-    stream closed early: the engine closes every stream it took)."""
+    stream closed early: the engine closes every stream it took). Each step and the close
+    run with the server span current, as the handler did: an application's spans in its
+    iterator are the span's children, and the log records of its steps, of its failure and
+    its access line (written at its end) carry the span's ids (SPEC 17.4)."""
 
-    __slots__ = ("_span", "_stream")
+    __slots__ = ("_served", "_span", "_stream")
 
-    def __init__(self, stream: AsyncIterator[bytes], span: Span) -> None:
+    def __init__(self, stream: AsyncIterator[bytes], served: _Served) -> None:
         self._stream = stream
-        self._span: Span | None = span
+        self._served = served
+        self._span: Span | None = served.span
 
     def __aiter__(self) -> _Spanned:
         return self
 
     async def __anext__(self) -> bytes:
+        served = self._served
+        token = otel_context.attach(served.context)
+        mark = _serving.set(served)
         try:
             return await anext(self._stream)
         except StopAsyncIteration:
@@ -387,12 +396,20 @@ class _Spanned:
         except BaseException as exc:
             self._end(exc)
             raise
+        finally:
+            _serving.reset(mark)
+            otel_context.detach(token)
 
     async def aclose(self) -> None:
+        served = self._served
+        token = otel_context.attach(served.context)
+        mark = _serving.set(served)
         try:
             await close_stream(self._stream)
         finally:
             self._end(None)
+            _serving.reset(mark)
+            otel_context.detach(token)
 
     def _end(self, exc: BaseException | None) -> None:
         span, self._span = self._span, None
@@ -449,20 +466,23 @@ class TracedStoreClient(StoreClient):
             return self.submit(started.run, fn, *args), started
         return self.submit(_ended, span, started.run, fn, *args), started
 
+    def at_once(self, fn: Callable[..., T], *args: Any) -> T:
+        span = self._span(fn, args)
+        if span is None:
+            return fn(*args)
+        try:
+            return fn(*args)
+        except BaseException as exc:
+            _failed(span, exc)
+            raise
+        finally:
+            span.end()
+
     async def call(
         self, fn: Callable[..., T], *args: Any, deadline: float = BACKGROUND_DEADLINE_S
     ) -> T:
         if self._in_process:
-            span = self._span(fn, args)
-            if span is None:
-                return fn(*args)
-            try:
-                return fn(*args)
-            except BaseException as exc:
-                _failed(span, exc)
-                raise
-            finally:
-                span.end()
+            return self.at_once(fn, *args)
         return await self.wait(*self.submit_timed(fn, *args), deadline)
 
 

@@ -171,6 +171,11 @@ class StoreClient:
         started = Started()
         return self.submit(started.run, fn, *args), started
 
+    def at_once(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` of an in-process store (memory), on the caller's thread (a traced
+        worker's client gives it its span)."""
+        return fn(*args)
+
     async def call(
         self, fn: Callable[..., T], *args: Any, deadline: float = BACKGROUND_DEADLINE_S
     ) -> T:
