@@ -19,7 +19,7 @@ import trustme
 
 from tests.auth.oauth2_support import OAuth, issue_certs, wait_for
 from tests.auth.test_oauth2_store import ADA, service_config
-from tests.conftest import ServerProcess
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port
 
 HANG_GUARD_S = 2.5  # SPEC 7 says 1.5 s; the figure observed is printed
 HOLD_S = 6.0  # longer than sqlite's busy_timeout (5 s), so a writer's wait runs out too
@@ -114,4 +114,52 @@ def test_a_store_locked_by_another_process_gets_503_in_time_then_recovers(
             if holder.stdout is not None:
                 holder.stdout.close()
         port.close()
+        proc.stop()
+
+
+BASIC_APP = (
+    APP_SOURCE
+    + """
+
+def check(user, password):
+    return password == "Bob-Pw-1"
+"""
+)
+
+
+def test_basic_failures_during_a_lock_are_counted_once(tmp_path: Path) -> None:
+    """SPEC 4.2, 7.1: a Basic port's wrong passwords while another process holds the sqlite
+    store's write lock past the port's 1.4 s: each worker's first attempt is counted on the
+    host's board when the store does not answer, and its store write, still waiting for the
+    lock, must not land once it frees (the store then held 5 for 3 attempts: a user locked
+    out before maxFailures)."""
+    basic = {"Authorization": {"scheme": "basic", "OnAuth": "app.check", "maxFailures": 10}}
+    config = free_config(
+        tmp_path,
+        app=BASIC_APP,
+        servers={"BASIC": local_port(FwData=basic)},
+        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
+    )
+    proc = ServerProcess(config, workers=2).wait_ready()
+    db = tmp_path / ".fwrest" / "state.sqlite3"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(db), "4"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with httpx.Client(base_url=proc.url("BASIC"), timeout=15) as http:
+            for n in range(3):
+                assert http.get("/hello", auth=("bob", f"bad{n}")).status_code == 403
+        holder.wait(10)
+        time.sleep(1.0)  # the store threads, past the lock
+        with contextlib.closing(sqlite3.connect(db)) as c:
+            rows = dict(c.execute("SELECT key, count FROM failures").fetchall())
+        print("store counts after the lock:", rows)
+        assert all(n <= 3 for n in rows.values()), rows
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
         proc.stop()
