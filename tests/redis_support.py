@@ -173,8 +173,10 @@ class RedisServer:
         if not self.persist:
             durability = ["--appendonly", "no"]
         self.proc = subprocess.Popen(
+            # a replica attaching is sent the data at once (Redis waits 5 s by default for
+            # more replicas to share the transfer: each Sentinel and cluster set-up waited)
             [self.binary, *self._options(), "--bind", "127.0.0.1", "--save", "",
-             *durability, "--dir", str(self.folder)],
+             *durability, "--dir", str(self.folder), "--repl-diskless-sync-delay", "0"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         proc = self.proc
@@ -220,11 +222,13 @@ SENTINEL_CONF = """\
 port {port}
 bind 127.0.0.1
 dir {folder}
+sentinel myid {myid}
 sentinel monitor {name} 127.0.0.1 {primary} 2
 sentinel down-after-milliseconds {name} {down_ms}
 sentinel failover-timeout {name} 3000
 sentinel parallel-syncs {name} 1
-{auth}"""
+sentinel known-replica {name} 127.0.0.1 {replica}
+{known}{auth}"""
 
 
 class SentinelGroup:
@@ -251,12 +255,21 @@ class SentinelGroup:
         self.primary.start()
         self.replica.start()
         binary = sentinel_binary()
+        # each sentinel told its id, the replica and the others (as a sentinel rewrites its
+        # file once it found them): ready at once, not after their hello messages (2 s each)
+        ids = {port: f"{port:040x}" for port in self.ports}
         for port in self.ports:
             conf = self.folder / f"sentinel-{port}.conf"  # a sentinel rewrites its file
             auth = f"sentinel auth-pass {self.name} {self.password}\n" if self.password else ""
+            known = "".join(
+                f"sentinel known-sentinel {self.name} 127.0.0.1 {other} {ids[other]}\n"
+                for other in self.ports
+                if other != port
+            )
             conf.write_text(SENTINEL_CONF.format(port=port, folder=self.folder, name=self.name,
                                                  primary=self.primary.port, down_ms=self.down_ms,
-                                                 auth=auth))  # fmt: skip
+                                                 auth=auth, myid=ids[port], known=known,
+                                                 replica=self.replica.port))  # fmt: skip
             self.procs.append(subprocess.Popen([binary, str(conf)], stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL))  # fmt: skip
         # ready: every sentinel knows the replica and the others, the replica in sync
