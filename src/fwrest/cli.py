@@ -149,6 +149,7 @@ def _revoke_user(path: str, user: str) -> int:
     from fwrest.store import StoreError, UnconfirmedWrite, open_store
     from fwrest.store.audit import NOT_KEPT, command_audit, command_event
     from fwrest.store.families import revoke_user, user_name_problem
+    from fwrest.store.schema import SchemaError
 
     config = load_config(path)
     if config.state_store == "memory":
@@ -185,6 +186,9 @@ def _revoke_user(path: str, user: str) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
+    except SchemaError as exc:  # a newer release's store: an error as at start (SPEC 17.2)
+        print(f"fwrest: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     except StoreError as exc:
         print(f"fwrest: error: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -220,6 +220,12 @@ def test_a_file_of_a_newer_schema_is_refused_naming_both_versions(sqlite_config:
         refused(done.stderr)
     assert digest(path) == before and backups(path) == []
     refused_by_check_and_start(sqlite_config)
+    # the commands that open the file: an error as check's (exit 2), not a store out of reach
+    config = str(sqlite_config)
+    for args in (("lockouts", config, "list"), ("tokens", "revoke", config, "--user", "ada")):
+        done = forked(*args)
+        assert done.returncode == 2, (args, done)
+        refused(done.stderr)
     # the start wrote nothing to it: no table of this release's, the marker as it was
     with contextlib.closing(sqlite3.connect(path)) as db:
         tables = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()

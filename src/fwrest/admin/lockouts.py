@@ -44,6 +44,7 @@ def run(config_path: str, action: str, name: str | None) -> int:
     """One ``fwrest lockouts`` command; returns the exit code."""
     from fwrest.config.loader import load_config
     from fwrest.store import StoreError, open_store
+    from fwrest.store.schema import SchemaError
 
     config = load_config(config_path)
     if config.state_store == "memory":
@@ -77,6 +78,9 @@ def run(config_path: str, action: str, name: str | None) -> int:
                     kept = audit.record_now(event) and kept
         finally:
             store.close()
+    except SchemaError as exc:  # a newer release's store: an error as at start (SPEC 17.2)
+        print(f"fwrest: error: {exc}", file=sys.stderr)
+        return 2
     except StoreError as exc:
         print(f"fwrest: error: {exc}", file=sys.stderr)
         return 1
