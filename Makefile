@@ -74,8 +74,14 @@ $(WHEEL_VENV)/.installed-%:
 # machine. The parallel part's output is kept in .pytest-parallel.log and shown when both parts
 # have ended. `make test-compiled` and `make test-pure` run one build each.
 PARALLEL_LOG := .pytest-parallel.log
+# Left out of those folders: modules whose subject no compiled module is (the key set and its
+# command, the users command, the workers' hooks, tracing, the start API, the token service's
+# stores and hosts): the same code in both builds, run once in the compiled run.
 PURE_SLICE := tests/routing tests/context tests/server tests/auth tests/features tests/hostile \
-	tests/test_testing.py tests/test_log.py tests/tools
+	tests/test_testing.py tests/test_log.py \
+	--ignore=tests/auth/test_keys.py --ignore=tests/auth/test_users_cli.py \
+	--ignore=tests/auth/test_oauth2_store.py --ignore=tests/server/test_hooks_workers.py \
+	--ignore=tests/server/test_tracing.py --ignore=tests/server/test_start_api.py
 
 # $(call suite,BIN,BUILD,PATHS): both parts of the suite, over PATHS (all of tests/ if empty;
 # a slice may hold no test of one part: pytest's 5, no tests collected, is then no failure)
