@@ -157,6 +157,8 @@ class _Receiver:
                             "parent": span.parent_span_id.hex(),
                             "kind": span.kind,
                             "status": span.status.code,
+                            "start": span.start_time_unix_nano,
+                            "end": span.end_time_unix_nano,
                             "attributes": {a.key: _value(a.value) for a in span.attributes},
                             "resource": resource,
                         }
@@ -428,6 +430,13 @@ def failing():
 def chunked_failing():
     rest.setChunkedResponse("a,")
     raise RuntimeError("the handler broke")
+
+@get("/chunked")
+def chunked():
+    rest.setChunkedResponse("a,")
+    with _tracer.start_as_current_span("shop.after-first"):
+        time.sleep(0.2)
+    rest.setChunkedResponse("b")
 """
 )
 
@@ -443,14 +452,14 @@ def test_a_streams_steps_and_end_run_in_its_server_span(
     config = free_config(tmp_path, app=STREAMS_APP, extra={"HTTPSERVER": {"Tracing": "otlp"}})
     sent: dict[str, tuple[str, str]] = {}
     with _serving(config, receiver) as proc:
-        for path in ("/gen", "/agen", "/events", "/failing", "/chunked-failing"):
+        for path in ("/gen", "/agen", "/events", "/failing", "/chunked-failing", "/chunked"):
             header, trace_id, _ = _traceparent()
             with contextlib.suppress(httpx.HTTPError):  # the failing ones are cut
                 r = httpx.get(f"{proc.url()}{path}", headers={"traceparent": header}, timeout=15)
                 assert r.status_code == 200, (path, r.text)
             sent[path] = (trace_id, "")
         steps = {f"shop.{name}-{n}" for name in ("gen", "agen") for n in range(3)}
-        steps |= {"shop.sse-0", "shop.sse-1", "shop.fail-0"}
+        steps |= {"shop.sse-0", "shop.sse-1", "shop.fail-0", "shop.after-first"}
         servers_named = {f"GET /rest{path}" for path in sent}
         # the server spans too: each ends with its stream, after the steps' spans
         spans = receiver.wait_spans({t for t, _ in sent.values()}, steps | servers_named)
@@ -475,6 +484,14 @@ def test_a_streams_steps_and_end_run_in_its_server_span(
               ("/failing", "/chunked-failing")}  # fmt: skip
     assert failed == {"/failing": "builtins.ValueError",
                       "/chunked-failing": "builtins.RuntimeError"}, failed  # fmt: skip
+    # a chunked handler's span lasts until it returns (not its first piece), marked when it fails
+    handlers = {
+        s["trace_id"]: s for s in spans if s["name"] == "fwrest.handler"
+    }  # fmt: skip
+    (after,) = [s for s in spans if s["name"] == "shop.after-first"]
+    assert handlers[after["trace_id"]]["end"] >= after["end"], (handlers, after)
+    broke = handlers[sent["/chunked-failing"][0]]
+    assert broke["attributes"].get("error.type") == "builtins.RuntimeError", broke
     # the steps' records: the span of the step (its application span), the failure's the server's
     for line in log.splitlines():
         if " step " in line and " shop.traced " in line:

@@ -179,7 +179,7 @@ class ChunkedAnswer:
     the REST object is told after it (``OnSend``, the handler's later calls) changes nothing,
     however soon the loop writes the head (docs/hooks.md)."""
 
-    __slots__ = ("feed", "headers", "method", "path", "status")
+    __slots__ = ("_ended", "_lock", "_on_end", "feed", "headers", "method", "path", "status")
 
     def __init__(
         self, feed: ChunkFeed, method: str, path: str, status: int, headers: dict[str, str]
@@ -189,6 +189,25 @@ class ChunkedAnswer:
         self.path = path
         self.status = status
         self.headers = headers
+        self._lock = threading.Lock()
+        self._ended: tuple[BaseException | None] | None = None  # (its failure,) once ended
+        self._on_end: Callable[[BaseException | None], None] | None = None
 
     def end(self, ok: bool, failure: BaseException | None = None) -> None:
+        """(the pool's thread) The handler returned (``ok``) or raised ``failure``."""
         self.feed.end(ok, failure)
+        with self._lock:
+            self._ended = (failure,)
+            told, self._on_end = self._on_end, None
+        if told is not None:
+            told(failure)
+
+    def on_end(self, told: Callable[[BaseException | None], None]) -> None:
+        """Have ``told`` called with the handler's failure (None: it returned) when it
+        ends, at once if it has (a trace's ``fwrest.handler`` span ends then)."""
+        with self._lock:
+            ended = self._ended
+            if ended is None:
+                self._on_end = told
+                return
+        told(ended[0])

@@ -48,8 +48,9 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from fwrest import __version__, log
 from fwrest.config.loader import otlp_protocol
+from fwrest.context.chunks import ChunkedAnswer
 from fwrest.context.request import RequestContext
-from fwrest.errors import HTTPError, StreamCut, is_cancellation
+from fwrest.errors import ClientDisconnected, HTTPError, StreamCut, is_cancellation
 from fwrest.server.app import Guard, PortApp
 from fwrest.server.handler import Handler, Invoke
 from fwrest.store.base import StoreBase
@@ -164,6 +165,14 @@ async def _child(
         span.end()
 
 
+def _handler_ended(span: Span, failure: BaseException | None) -> None:
+    """(a pool thread) A chunked handler ended: its span too, marked when it failed (not
+    when its client went away: no failure of the server)."""
+    if failure is not None and not isinstance(failure, ClientDisconnected):
+        _failed(span, failure)
+    span.end()
+
+
 def _current_ids() -> tuple[str, str] | None:
     """The current span's ids for the log (``log.trace_ids``)."""
     ctx = trace.get_current_span().get_span_context()
@@ -256,7 +265,19 @@ class Tracing:
             served.route = route
             if not served.recording:
                 return await invoke(params)
-            return await _child(tracer, "fwrest.handler", served, attributes, invoke(params))
+            span = tracer.start_span("fwrest.handler", served.context, attributes=attributes)
+            try:
+                result = await invoke(params)
+            except BaseException as exc:
+                _failed(span, exc)
+                span.end()
+                raise
+            if isinstance(result, ChunkedAnswer):
+                # setChunkedResponse's first piece: the handler goes on in its thread
+                result.on_end(lambda failure: _handler_ended(span, failure))
+            else:
+                span.end()
+            return result
 
         return traced
 
