@@ -91,12 +91,15 @@ def test_check_warns_about_a_grant_no_client_can_use(
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert needle in output
+    # the GET warning only where types allow the password grant (NO_CODE lists no types)
+    assert ("password grant over GET" in output) is (params is NO_CODE), output
     # the contrast: a client with its redirects and the grant listed draws no warning
     (tmp_path / "params.json").write_text(
         json.dumps(code_params(redirect_uris=["https://a.example/cb"]))
     )
     calm = check(config, real=False)
     assert "authorization_code" not in calm.stdout + calm.stderr
+    assert "password grant over GET" not in calm.stdout + calm.stderr  # no password grant
 
 
 def test_a_login_page_template_is_read_at_start(ca: trustme.CA, tmp_path: Path) -> None:

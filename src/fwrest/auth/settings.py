@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,6 @@ class AuthSettings:
     issuer: str = ""  # SPEC 12.2: "" for https://{HostName}:{Port}{location}
     login_page: str = ""  # SPEC 16.1: loginPage's template ("": fwrest's own page)
     bound_tokens: str = ""  # SPEC 16.2: "dpop" or "mtls" makes that binding mandatory
-    warnings: list[str] = field(default_factory=list)
 
 
 def _err(problem: str, section: str, fix: str, source: str | None) -> ConfigError:
@@ -86,12 +85,6 @@ def parse_authorization(
     nocheck_func = function(data.on_auth_no_check_uri, "onAuthNoCheckUri")
     if nocheck_func is not None:
         nocheck = _call_nocheck(nocheck_func, data.on_auth_no_check_uri, section, source)
-    warnings = []
-    if data.allow_get_token:
-        warnings.append(
-            f"[{section}] the token route accepts the password grant over GET (the password "
-            'travels in the URL); set "allowGetToken": false in FwData Authorization.'
-        )
     return AuthSettings(
         scheme="oAuth2",
         on_auth_name=data.on_auth,
@@ -108,7 +101,6 @@ def parse_authorization(
         issuer=data.issuer,
         login_page=data.login_page,
         bound_tokens=data.bound_tokens,
-        warnings=warnings,
     )
 
 

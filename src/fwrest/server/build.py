@@ -324,7 +324,6 @@ def _build_plan(config: ServiceConfig) -> ServicePlan:
         auth = NO_AUTH
         if settings is not None:
             auth = AuthInfo(settings.scheme, settings.on_auth_name)
-            warnings += settings.warnings
             warnings += oauth2_warnings(settings, server.name)
             if settings.scheme == "oAuth2" and settings.nocheck:
                 served = [

@@ -43,6 +43,22 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
     """
     if settings.scheme != "oAuth2":
         return []
+    judged, params = _read_and_judge(settings, section)
+    # SPEC 4.2: a port whose types leave out the password grant takes none, over GET or POST;
+    # params unknown (an async function, one that raised): said, as it may allow it
+    if settings.allow_get and (
+        params is None or params.types is None or "password" in params.types
+    ):
+        judged.insert(
+            0,
+            f"[{section}] the token route accepts the password grant over GET (the password "
+            'travels in the URL); set "allowGetToken": false in FwData Authorization.',
+        )
+    return judged
+
+
+def _read_and_judge(settings: AuthSettings, section: str) -> tuple[list[str], AuthParams | None]:
+    """:func:`oauth2_warnings` but the GET one, and the settings read (None when not read)."""
     source = ParamsSource(settings.params_func, settings.params_file)
     name = settings.params_name
     try:
@@ -51,7 +67,7 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
         elif source.func is not None and not is_async(source.func):
             params = source.call_sync({})
         else:
-            return []
+            return [], None
     except ParamsError as exc:
         if source.file is not None:
             # SPEC 2: invalid JSON aborts the start, never a failure at request time (every
@@ -67,7 +83,7 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
             ) from None
         if source.legacy:
             # called with no request parameters: what it fills may depend on them
-            return [f"[{section}] onAuthparams: {exc}"]
+            return [f"[{section}] onAuthparams: {exc}"], None
         raise ConfigError(
             f"the function {name} returned settings that cannot be used: {exc}",
             section=section,
@@ -77,7 +93,7 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
     except KeyboardInterrupt:
         raise  # Ctrl-C during the start
     except BaseException as exc:  # sys.exit() too: a warning, as for any exception
-        return [f"[{section}] onAuthparams raised {type(exc).__name__} when called at start"]
+        return [f"[{section}] onAuthparams raised {type(exc).__name__} when called at start"], None
     out: list[str] = []
     if source.file is None:
         # a file with such names stops the start (ParamsSource.read_file); a function's
@@ -97,7 +113,7 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
                 fix=_FIX,
             )
     try:
-        return out + _judge(params, section)
+        return out + _judge(params, section), params
     except ExpiryError as exc:
         where = f"the file {source.file}" if source.file is not None else f"the function {name}"
         raise ConfigError(
