@@ -567,7 +567,13 @@ def test_the_metadata_names_the_authorization_endpoint(svc: LocalService) -> Non
     plain = svc["NOCODE"].http.get("/rest/fw/oauth2/metadata").json()
     assert plain["response_types_supported"] == []
     assert "authorization_endpoint" not in plain
-    assert "none" not in plain["token_endpoint_auth_methods_supported"]
+    # the public client spa gets tokens with client_id alone there too (password grant)
+    assert plain["token_endpoint_auth_methods_supported"] == [
+        "client_secret_basic",
+        "client_secret_post",
+        "none",
+    ]
+    assert svc["NOCODE"].tokens("ada", ADA_PW, client_id="spa")["access_token"]
 
 
 def test_the_openapi_document_declares_the_form_the_token_services_routes_take(

@@ -136,10 +136,7 @@ class Metadata:
                     **head,
                     "grant_types_supported": _grants_of(allowed),
                     "scopes_supported": _scopes_of(allowed),
-                    "token_endpoint_auth_methods_supported": [
-                        "client_secret_basic",
-                        "client_secret_post",
-                    ],
+                    "token_endpoint_auth_methods_supported": _auth_methods(allowed),
                     "response_types_supported": [],
                     **(_code_fields(head["issuer"], allowed) if self._authorize else {}),
                     **self.bindings,
@@ -148,14 +145,19 @@ class Metadata:
         return body
 
 
+def _auth_methods(allowed: AuthParams | None) -> list[str]:
+    """How clients authenticate at the token route: ``none`` too when a public client exists
+    (SPEC 16.1), whatever grants it has (a public client's password grant is client_id alone)."""
+    public = allowed is not None and bool(allowed.public)
+    return ["client_secret_basic", "client_secret_post", *(["none"] if public else [])]
+
+
 def _code_fields(issuer: str, allowed: AuthParams | None) -> dict[str, Any]:
     """The fields of the authorization code grant (SPEC 16.1), when ``types`` lists it."""
     if allowed is None or allowed.types is None or "authorization_code" not in allowed.types:
         return {}
-    methods = ["client_secret_basic", "client_secret_post", *(["none"] if allowed.public else [])]
     return {
         "authorization_endpoint": issuer + AUTHORIZE_ROUTE,
-        "token_endpoint_auth_methods_supported": methods,
         "response_types_supported": ["code"],
         "code_challenge_methods_supported": ["S256"],
         "authorization_response_iss_parameter_supported": True,
