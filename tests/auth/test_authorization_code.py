@@ -422,6 +422,23 @@ def test_a_wrong_password_and_an_unknown_user_get_the_same_page(code: LocalOAuth
     assert strip.sub("", wrong.text) == strip.sub("", unknown.text)
 
 
+def test_the_login_form_is_read_from_the_body_alone(svc: LocalService, code: LocalOAuth) -> None:
+    """SPEC 16.1: user and password are fields of the posted form; in the query string they
+    sign nobody in (a review saw a 302 with a code), nor do hidden fields moved there."""
+    fields = form_fields(ask(code)[2])
+    in_query = code.http.post(
+        code.base + AUTHORIZE, params={"username": "ada", "password": ADA_PW}, data=fields
+    )
+    assert in_query.status_code == 200 and "location" not in in_query.headers
+    assert "Enter your user name and password." in in_query.text
+    form_in_query = code.http.post(
+        code.base + AUTHORIZE, params=fields, data={"username": "ada", "password": ADA_PW}
+    )
+    assert form_in_query.status_code == 400 and "location" not in form_in_query.headers
+    assert ADA_PW not in svc.log()
+    redirected(post_form(code, fields))  # the same form, posted as a browser does
+
+
 @pytest.mark.parametrize(
     "forge", ["missing", "another request's", "tampered state", "expired", "garbage"]
 )

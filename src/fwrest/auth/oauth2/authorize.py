@@ -377,8 +377,12 @@ class Authorizer:
         # are known good (RFC 6749 4.1.2.1); in the posted form, which fwrest made with each
         # field once, it is the 400 page, as a form not made for the request is
         repeated: list[str] | None = None if method == "POST" else []
+        # the login POST reads its form alone (SPEC 16.1: the body's fields): a user name or
+        # password in its query string, where logs and history keep it, signs nobody in
         try:
-            params = request_params(query, body, content_type, method, repeated)
+            params = request_params(
+                "" if method == "POST" else query, body, content_type, method, repeated
+            )
         except OAuthError as exc:
             return self._error_page(f"The request is malformed: {exc.description}.", exc.status)
         untrusted = [name for name in repeated or () if name in _REDIRECT_NAMES]
