@@ -21,9 +21,12 @@ from tests.auth.oauth2_support import (
     claims_of,
     error_of,
     expect,
+    fresh_claims,
     issuer_of,
     local_service,
     oauth_section,
+    sign,
+    signing_key,
 )
 from tests.conftest import APP_SOURCE, module_config
 
@@ -33,6 +36,7 @@ SPA_CB = "https://app.example.com/cb"
 WEB_CB = "https://web.example.com/cb"
 WEB_SECRET = "Web-Secret-4k9"
 ADA_PW = "Ada-Pw-7731"
+SLASH_ISS = "https://auth.example.com/rest/"  # a configured issuer with a trailing slash
 
 APP = (
     APP_SOURCE
@@ -82,6 +86,7 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
         "BRANDED": oauth_section(certs, onAuthparams=params, loginPage="file:login.html"),
         "NOAUTHORIZE": without_authorize,
         "WEBFIRST": oauth_section(certs, onAuthparams=f"{MODULE}.web_first"),
+        "SLASH": oauth_section(certs, onAuthparams=params, issuer=SLASH_ISS),
     }
     return module_config(folder, MODULE, servers=servers, app=APP, general={"rest_log_level": 5})
 
@@ -591,6 +596,34 @@ def test_the_metadata_names_the_authorization_endpoint(svc: LocalService) -> Non
         "none",
     ]
     assert svc["NOCODE"].tokens("ada", ADA_PW, client_id="spa")["access_token"]
+
+
+def test_a_configured_issuer_with_a_trailing_slash_is_kept_as_written(svc: LocalService) -> None:
+    """SPEC 12.2: iss equals the configured issuer exactly, its trailing slash too (RFC 8414
+    3.3): the metadata, the redirect's iss (RFC 9207) and the tokens; the endpoints are under
+    it without a doubled slash, the well-known path RFC 8414 3.1's (as fwrest.verify builds
+    it). A review saw the slash dropped: fwrest.verify's Verifier refused the metadata."""
+    from fwrest.verify import Verifier
+
+    port = svc["SLASH"]
+    doc = expect(port.http.get(port.base + "/fw/oauth2/metadata")).json()
+    assert doc["issuer"] == SLASH_ISS
+    assert doc["token_endpoint"] == SLASH_ISS + "fw/oauth2/token"
+    assert doc["authorization_endpoint"] == SLASH_ISS.rstrip("/") + AUTHORIZE
+    well_known = urlsplit(Verifier(SLASH_ISS)._core.metadata_url).path
+    assert well_known == "/.well-known/oauth-authorization-server/rest"
+    assert expect(port.http.get(well_known)).json() == doc
+    verifier, _params, shown = ask(port)
+    _to, values = redirected(post_form(port, form_fields(shown)))
+    assert values["iss"] == SLASH_ISS
+    access = expect(exchange(port, values["code"], verifier)).json()["access_token"]
+    assert claims_of(svc, access)["iss"] == SLASH_ISS
+    assert port.get("/hello", token=access).status_code == 200
+    # what 0.1.0 wrote (the slash dropped) stays the service's across an upgrade; another
+    # path does not
+    for iss, status in [(SLASH_ISS.rstrip("/"), 200), (SLASH_ISS + "x", 401)]:
+        token = sign(fresh_claims("ada", aud="SLASH", iss=iss), signing_key(svc.folder))
+        assert port.get("/hello", token=token).status_code == status, iss
 
 
 def test_the_openapi_document_declares_the_form_the_token_services_routes_take(

@@ -497,7 +497,8 @@ def _issuer(value: Any, section: str, source: str | None) -> str:
             'write the public URL of the location, e.g. "issuer": "https://auth.example.com/rest".',
             source,
         )
-    return str(value).rstrip("/")
+    # kept as written, a trailing "/" too: iss equals it exactly (SPEC 12.2, RFC 8414 3.3)
+    return str(value)
 
 
 def _native_routes(value: Any, section: str, source: str | None) -> NativeRoutesData:

@@ -104,15 +104,18 @@ class Metadata:
         self.bindings: dict[str, Any] = {}
         self._heads: dict[str, dict[str, Any]] = {}
         for prefix, issuer in by_location.items():
-            head: dict[str, Any] = {"issuer": issuer, "token_endpoint": issuer + TOKEN_ROUTE}
+            # a configured issuer is named as written, a trailing "/" too (SPEC 12.2); the
+            # endpoints are under it without that slash doubled
+            base = issuer.rstrip("/")
+            head: dict[str, Any] = {"issuer": issuer, "token_endpoint": base + TOKEN_ROUTE}
             # an endpoint NativeRoutes disables is not named (RFC 8414 2: each is the URL
             # of that endpoint; a verifier would fetch a 404)
             if asymmetric and "oauth2/jwks" not in disabled:
-                head["jwks_uri"] = issuer + JWKS_ROUTE
+                head["jwks_uri"] = base + JWKS_ROUTE
             if "oauth2/revoke" not in disabled:
-                head["revocation_endpoint"] = issuer + REVOKE_ROUTE
+                head["revocation_endpoint"] = base + REVOKE_ROUTE
             if "oauth2/introspect" not in disabled:
-                head["introspection_endpoint"] = issuer + INTROSPECT_ROUTE
+                head["introspection_endpoint"] = base + INTROSPECT_ROUTE
             if bound:  # SPEC 16.2: the bindings the port makes (auth/oauth2/mtls.py)
                 head.update(bound)
             self._heads[prefix] = head
@@ -157,7 +160,7 @@ def _code_fields(issuer: str, allowed: AuthParams | None) -> dict[str, Any]:
     if allowed is None or allowed.types is None or "authorization_code" not in allowed.types:
         return {}
     return {
-        "authorization_endpoint": issuer + AUTHORIZE_ROUTE,
+        "authorization_endpoint": issuer.rstrip("/") + AUTHORIZE_ROUTE,
         "response_types_supported": ["code"],
         "code_challenge_methods_supported": ["S256"],
         "authorization_response_iss_parameter_supported": True,

@@ -210,6 +210,10 @@ class TokenService:
         # SPEC 12.2: location prefix -> issuer; the bearer check accepts any of them
         self.issuers = issuers or {"": "fwrest"}
         self._accepted_issuers = frozenset(self.issuers.values())
+        if issuer_configured:
+            # 0.1.0 dropped a configured issuer's trailing "/" from the iss it wrote: its
+            # tokens stay the service's across a rolling upgrade (SPEC 17.2)
+            self._accepted_issuers |= {issuer.rstrip("/") for issuer in self.issuers.values()}
         # Without a configured "issuer" every host of the service derives its own
         # https://{HostName}:{Port}{path}: a derived iss is compared by its scheme and its
         # location path only, never its host and port (SPEC 12.2: the hosts of one service
