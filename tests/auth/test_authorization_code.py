@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 
 import httpx
 import pytest
+from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
 
 from tests.auth.oauth2_support import (
     LocalOAuth,
@@ -32,6 +33,7 @@ from tests.conftest import APP_SOURCE, module_config
 
 MODULE = "tauth_authorization_code_app"
 AUTHORIZE = "/fw/oauth2/authorize"
+WELL_KNOWN_AS = "/.well-known/oauth-authorization-server"
 SPA_CB = "https://app.example.com/cb"
 WEB_CB = "https://web.example.com/cb"
 WEB_SECRET = "Web-Secret-4k9"
@@ -662,6 +664,16 @@ def test_a_disabled_authorize_route_is_not_in_the_metadata(svc: LocalService) ->
     doc = port.http.get("/rest/fw/oauth2/metadata").json()
     assert "authorization_endpoint" not in doc
     assert doc["response_types_supported"] == []
+    # nor is the grant it needs (RFC 8414 2: a listed code grant requires the endpoint)
+    grants = ["password", "refresh_token", "client_credentials"]
+    assert doc["grant_types_supported"] == grants
+    assert port.http.get(WELL_KNOWN_AS + "/rest").json() == doc
+    # (its validate() as a whole refuses SPEC 12.2's empty response_types_supported)
+    AuthorizationServerMetadata(doc).validate_authorization_endpoint()
+    # the port that serves the route lists both
+    served = svc["CODE"].http.get("/rest/fw/oauth2/metadata").json()
+    assert served["grant_types_supported"] == [*grants, "authorization_code"]
+    AuthorizationServerMetadata(served).validate()
 
 
 def test_logins_failures_and_replays_are_audited_and_no_secret_is_logged(

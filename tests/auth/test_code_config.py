@@ -59,10 +59,19 @@ def test_a_client_entry_that_cannot_work_is_refused(client: dict[str, Any], need
     assert needle in str(caught.value)
 
 
-def _config(tmp_path: Path, ca: trustme.CA, params: dict[str, Any], **auth: Any) -> Path:
+def _config(
+    tmp_path: Path,
+    ca: trustme.CA,
+    params: dict[str, Any],
+    native: dict[str, list[str]] | None = None,
+    **auth: Any,
+) -> Path:
     certs = issue_certs(ca, tmp_path / "certs")
     (tmp_path / "params.json").write_text(json.dumps(params))
-    servers = {"OAUTH": oauth_section(certs, onAuthparams="file:params.json", **auth)}
+    section = oauth_section(certs, onAuthparams="file:params.json", **auth)
+    if native is not None:
+        section["FwData"]["NativeRoutes"] = native
+    servers = {"OAUTH": section}
     return module_config(tmp_path, f"tcode_config_{uuid.uuid4().hex[:12]}", servers=servers)
 
 
@@ -100,6 +109,18 @@ def test_check_warns_about_a_grant_no_client_can_use(
     calm = check(config, real=False)
     assert "authorization_code" not in calm.stdout + calm.stderr
     assert "password grant over GET" not in calm.stdout + calm.stderr  # no password grant
+
+
+def test_check_warns_about_a_code_grant_whose_route_is_disabled(
+    ca: trustme.CA, tmp_path: Path
+) -> None:
+    params = code_params(redirect_uris=["https://a.example/cb"])
+    config = _config(tmp_path, ca, params, native={"disable": ["oauth2/authorize"]})
+    result = check(config, real=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "NativeRoutes disables oauth2/authorize" in output
+    assert "the grant type authorization_code" in output
 
 
 def test_a_login_page_template_is_read_at_start(ca: trustme.CA, tmp_path: Path) -> None:

@@ -69,6 +69,9 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
         "disable": ["oauth2/jwks", "oauth2/revoke", "oauth2/introspect"]
     }
     servers["OFF"] = off
+    no_token = oauth_section(certs, onAuthparams=f"{MODULE}.params")
+    no_token["FwData"]["NativeRoutes"] = {"disable": ["oauth2/token"]}
+    servers["NOTOKEN"] = no_token
     extra = {"HTTPSERVER": {"StateStore": "sqlite"}}
     return module_config(folder, MODULE, servers=servers, app=APP, extra=extra)
 
@@ -165,6 +168,10 @@ def test_the_metadata_names_no_endpoint_native_routes_disable(svc: LocalService)
     assert not {"jwks_uri", "revocation_endpoint", "introspection_endpoint"} & set(meta), meta
     assert meta["token_endpoint"] == meta["issuer"] + "/fw/oauth2/token"
     assert off.http.get(off.base + "/fw/oauth2/jwks").status_code == 404
+    # without the token route no grant works: none is listed, nor the endpoint
+    meta = expect(svc["NOTOKEN"].http.get("/.well-known/oauth-authorization-server/rest")).json()
+    assert "token_endpoint" not in meta and meta["grant_types_supported"] == [], meta
+    assert meta["revocation_endpoint"] == meta["issuer"] + "/fw/oauth2/revoke"
 
 
 def test_the_metadata_under_the_location_and_at_the_well_known_path(svc: LocalService) -> None:

@@ -217,7 +217,16 @@ def test_the_refresh_grant_checks_the_resource_too(svc: LocalService) -> None:
 def test_native_routes_disable_takes_the_document_away(svc: LocalService) -> None:
     off = svc["OFF"]
     assert off.http.get("/rest/fw/oauth2/resource").status_code in (401, 404)
-    assert_missing_token(off.http.get(WELL_KNOWN + "/rest"))
+    # its path is then checked as any other, and no 401 names a document nobody serves
+    # (docs/decisions.md): the bearer's and the DPoP scheme's
+    for path in (WELL_KNOWN + "/rest", "/rest/hello"):
+        refused = expect(off.http.get(path), 401)
+        assert refused.headers.get_list("www-authenticate") == [BEARER_REALM]
+    wrong = expect(off.http.get("/rest/hello", headers={"Authorization": "Bearer x.y.z"}), 401)
+    assert "resource_metadata" not in wrong.headers["www-authenticate"]
+    dpop = expect(off.http.get("/rest/hello", headers={"Authorization": "DPoP x.y.z"}), 401)
+    assert dpop.headers["www-authenticate"].startswith("DPoP ")
+    assert "resource_metadata" not in dpop.headers["www-authenticate"]
     # the listing of a port that serves it names the route, public
     rs = svc["RS"]
     token = rs.tokens(*KEYS_ADA)["access_token"]

@@ -358,12 +358,14 @@ class _Builder:
         tokens.metadata = Metadata(
             tokens.issuers,
             asymmetric=tokens.keys is not None,
-            authorize="oauth2/authorize" not in disabled,
             bound=mtls_fields,
             disabled=disabled,
         )
         tokens.resources = Resources(
-            tokens.issuers, configured=bool(settings.issuer), bound=mtls_fields
+            tokens.issuers,
+            configured=bool(settings.issuer),
+            bound=mtls_fields,
+            served=RESOURCE_ROUTE_NAME not in disabled,
         )
         tokens.authorizer = Authorizer(tokens, settings.login_page)  # SPEC 16.1
         self.dpop(tokens, port, settings)  # SPEC 16.2

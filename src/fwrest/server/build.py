@@ -324,7 +324,7 @@ def _build_plan(config: ServiceConfig) -> ServicePlan:
         auth = NO_AUTH
         if settings is not None:
             auth = AuthInfo(settings.scheme, settings.on_auth_name)
-            warnings += oauth2_warnings(settings, server.name)
+            warnings += oauth2_warnings(settings, server.name, native.disable)
             if settings.scheme == "oAuth2" and settings.nocheck:
                 served = [
                     (

@@ -19,11 +19,13 @@ from fwrest.context.request import Response, current
 from fwrest.errors import HTTPError
 from fwrest.routing.names import (
     AUTHORIZE_ROUTE,
+    AUTHORIZE_ROUTE_NAME,
     INTROSPECT_ROUTE,
     JWKS_ROUTE,
     METADATA_ROUTE,
     REVOKE_ROUTE,
     TOKEN_ROUTE,
+    TOKEN_ROUTE_NAME,
 )
 from fwrest.wire import Reply, Request
 
@@ -87,19 +89,22 @@ class Metadata:
     fixed at start, its grant types and scopes what ``onAuthparams`` allows when asked (a
     file edited or a function's answer changed since the start shows at once)."""
 
-    __slots__ = ("_authorize", "_heads", "_last", "bindings")
+    __slots__ = ("_authorize", "_heads", "_last", "_token", "bindings")
 
     def __init__(
         self,
         by_location: dict[str, str],
         *,
         asymmetric: bool,
-        authorize: bool = True,
         bound: dict[str, Any] | None = None,
         disabled: Iterable[str] = (),
     ) -> None:
-        # False when NativeRoutes disables oauth2/authorize: no code grant fields (SPEC 16.1)
-        self._authorize = authorize
+        disabled = frozenset(disabled)
+        # a grant whose route NativeRoutes disables is not listed (RFC 8414 2: a client
+        # reading the document would try it; with the code grant listed, authorization_endpoint
+        # is required): every grant needs the token route, the code grant the authorize route
+        self._token = TOKEN_ROUTE_NAME not in disabled
+        self._authorize = self._token and AUTHORIZE_ROUTE_NAME not in disabled
         # the fields of the token bindings (SPEC 16.2), set by the assembly
         self.bindings: dict[str, Any] = {}
         self._heads: dict[str, dict[str, Any]] = {}
@@ -107,9 +112,11 @@ class Metadata:
             # a configured issuer is named as written, a trailing "/" too (SPEC 12.2); the
             # endpoints are under it without that slash doubled
             base = issuer.rstrip("/")
-            head: dict[str, Any] = {"issuer": issuer, "token_endpoint": base + TOKEN_ROUTE}
+            head: dict[str, Any] = {"issuer": issuer}
             # an endpoint NativeRoutes disables is not named (RFC 8414 2: each is the URL
-            # of that endpoint; a verifier would fetch a 404)
+            # of that endpoint; a client would fetch a 404)
+            if self._token:
+                head["token_endpoint"] = base + TOKEN_ROUTE
             if asymmetric and "oauth2/jwks" not in disabled:
                 head["jwks_uri"] = base + JWKS_ROUTE
             if "oauth2/revoke" not in disabled:
@@ -137,7 +144,7 @@ class Metadata:
             body = documents[prefix] = orjson.dumps(
                 {
                     **head,
-                    "grant_types_supported": _grants_of(allowed),
+                    "grant_types_supported": self._grants(allowed),
                     "scopes_supported": _scopes_of(allowed),
                     "token_endpoint_auth_methods_supported": _auth_methods(allowed),
                     "response_types_supported": [],
@@ -146,6 +153,13 @@ class Metadata:
                 }
             )
         return body
+
+    def _grants(self, allowed: AuthParams | None) -> list[str]:
+        """The grant types ``onAuthparams`` allows now whose routes the port serves."""
+        if not self._token:
+            return []
+        grants = _grants_of(allowed)
+        return grants if self._authorize else [g for g in grants if g != "authorization_code"]
 
 
 def _auth_methods(allowed: AuthParams | None) -> list[str]:

@@ -6,7 +6,7 @@ under its issuer's origin (``https://{HostName}:{Port}{location path}``, or the 
 ``issuer``'s origin with the location's path), its document is at
 ``/.well-known/oauth-protected-resource{location path}`` at the port's root and at
 ``{base}/fw/oauth2/resource``. Every URL, and the ``resource_metadata`` parameter the bearer
-check's 401 answers carry, is decided at start (:class:`Resources`); only the scopes a
+check's 401 answers carry (none when ``NativeRoutes`` disables ``oauth2/resource``), is decided at start (:class:`Resources`); only the scopes a
 document lists follow ``onAuthparams`` as the authorization server metadata's do.
 """
 
@@ -105,6 +105,7 @@ class Resources:
         "issuer",
         "metadata_url",
         "resource",
+        "served",
     )
 
     def __init__(
@@ -113,7 +114,11 @@ class Resources:
         *,
         configured: bool = False,
         bound: dict[str, Any] | None = None,
+        served: bool = True,
     ) -> None:
+        # False when NativeRoutes disables oauth2/resource: no URL serves the documents, so
+        # no 401 names one (docs/decisions.md)
+        self.served = served
         # SPEC 16.3: the binding fields of 16.2 the port's documents carry
         self._bound: dict[str, Any] = dict(bound or {})
         self.resource: dict[str, str] = {}
@@ -141,7 +146,14 @@ class Resources:
     def challenge(self, base: Challenge, prefix: str | None) -> Challenge:
         """``base`` with the ``resource_metadata`` auth-param (RFC 9728 5.1) of the location
         ``prefix`` (None: a path outside every location, which gets the port's first
-        location's)."""
+        location's); ``base`` itself when the port serves no document (``served`` False).
+
+        >>> r = Resources({"/rest": "https://h/rest"}, served=False)
+        >>> print(r.challenge(Challenge("Bearer", realm="R"), "/rest"))
+        Bearer realm="R"
+        """
+        if not self.served:
+            return base
         url = self.metadata_url.get(prefix) if prefix is not None else None
         if url is None:
             url = next(iter(self.metadata_url.values()), "")

@@ -20,6 +20,7 @@ from fwrest.auth.oauth2.revocation import INTROSPECT_SCOPE
 from fwrest.auth.settings import AuthSettings
 from fwrest.errors import ConfigError
 from fwrest.repository import is_async
+from fwrest.routing.names import AUTHORIZE_ROUTE_NAME
 
 __all__ = ["nocheck_warnings", "oauth2_warnings"]
 
@@ -33,8 +34,11 @@ def _describe_ms(ms: int) -> str:
     return f"{ms} ms is {ms / 1000:g} seconds"
 
 
-def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
-    """Call ``onAuthparams`` once (as a token request would) and judge what it gives.
+def oauth2_warnings(
+    settings: AuthSettings, section: str, disabled: frozenset[str] = frozenset()
+) -> list[str]:
+    """Call ``onAuthparams`` once (as a token request would) and judge what it gives
+    (``disabled``: the native routes ``NativeRoutes`` disables on the port).
 
     Raises:
         ConfigError: a file that is not valid JSON or not a valid settings object; a function
@@ -43,7 +47,7 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
     """
     if settings.scheme != "oAuth2":
         return []
-    judged, params = _read_and_judge(settings, section)
+    judged, params = _read_and_judge(settings, section, disabled)
     # SPEC 4.2: a port whose types leave out the password grant takes none, over GET or POST;
     # params unknown (an async function, one that raised): said, as it may allow it
     if settings.allow_get and (
@@ -57,7 +61,9 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
     return judged
 
 
-def _read_and_judge(settings: AuthSettings, section: str) -> tuple[list[str], AuthParams | None]:
+def _read_and_judge(
+    settings: AuthSettings, section: str, disabled: frozenset[str]
+) -> tuple[list[str], AuthParams | None]:
     """:func:`oauth2_warnings` but the GET one, and the settings read (None when not read)."""
     source = ParamsSource(settings.params_func, settings.params_file)
     name = settings.params_name
@@ -113,7 +119,7 @@ def _read_and_judge(settings: AuthSettings, section: str) -> tuple[list[str], Au
                 fix=_FIX,
             )
     try:
-        return out + _judge(params, section), params
+        return out + _judge(params, section, disabled), params
     except ExpiryError as exc:
         where = f"the file {source.file}" if source.file is not None else f"the function {name}"
         raise ConfigError(
@@ -124,7 +130,7 @@ def _read_and_judge(settings: AuthSettings, section: str) -> tuple[list[str], Au
         ) from None
 
 
-def _judge(params: AuthParams, section: str) -> list[str]:
+def _judge(params: AuthParams, section: str, disabled: frozenset[str]) -> list[str]:
     out: list[str] = []
     value: Any = params.access_expires
     if value is not None:
@@ -166,7 +172,7 @@ def _judge(params: AuthParams, section: str) -> list[str]:
                     'port by introspection; give those users "scopes" (an empty list '
                     "allows default only), or keep introspect to a client of its own."
                 )
-    out += _code_warnings(params, section)
+    out += _code_warnings(params, section, disabled)
     for key in params.repeated:
         out.append(
             f"[{section}] onAuthparams gives {key} more than once (single key and expires "
@@ -175,10 +181,17 @@ def _judge(params: AuthParams, section: str) -> list[str]:
     return out
 
 
-def _code_warnings(params: AuthParams, section: str) -> list[str]:
+def _code_warnings(params: AuthParams, section: str, disabled: frozenset[str]) -> list[str]:
     """The authorization code grant (SPEC 16.1): listed without a client that could use it,
-    or redirect URIs that no grant uses."""
+    or without the route it needs, or redirect URIs that no grant uses."""
     listed = params.types is not None and "authorization_code" in params.types
+    if listed and AUTHORIZE_ROUTE_NAME in disabled:
+        return [
+            f"[{section}] onAuthparams lists the grant type authorization_code, but FwData "
+            "NativeRoutes disables oauth2/authorize, the route where it begins: no client "
+            "can use it (the metadata does not list it); leave oauth2/authorize out of "
+            'disable ("*" includes it), or authorization_code out of types.'
+        ]
     if listed and not params.redirect_uris:
         return [
             f"[{section}] onAuthparams lists the grant type authorization_code, but no client "
