@@ -276,7 +276,14 @@ def _openapi(path: str, output: str | None, server: str | None) -> int:
         if not ports:
             names = ", ".join(p.config.name for p in plan.ports)
             raise ConfigError(f"there is no server {server!r}; the servers are {names}.")
-    doc = build_openapi(ports[0], __version__)
+    port = ports[0]
+    settings = port.auth_settings
+    grants = None
+    if settings is not None and settings.scheme == "oAuth2":
+        from fwrest.auth.oauth2.discovery import grants_at_start
+
+        grants = grants_at_start(settings, port.native.disable)  # as the route's flows
+    doc = build_openapi(port, __version__, grants)
     text = json.dumps(doc, indent=2) + "\n"
     if output:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 import secrets
 import time
@@ -14,7 +15,9 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 import httpx
 import pytest
 from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
+from openapi_spec_validator import validate
 
+from tests.auth.conftest import fwrest_cli
 from tests.auth.oauth2_support import (
     LocalOAuth,
     LocalService,
@@ -63,6 +66,12 @@ def params():
              "types": [{{"grant_type": grant}} for grant in grants]}}
 
 
+def code_only():
+    grants = ["authorization_code", "refresh_token"]
+    return {{"client": CLIENTS, "users": USERS,
+             "types": [{{"grant_type": grant}} for grant in grants]}}
+
+
 def no_code():
     return {{"client": CLIENTS, "users": USERS, "types": [{{"grant_type": "password"}}]}}
 
@@ -80,6 +89,9 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
     )
     without_authorize = oauth_section(certs, onAuthparams=f"{MODULE}.params")
     without_authorize["FwData"]["NativeRoutes"] = {"disable": ["oauth2/authorize"]}
+    # the brief's port: no password grant, so its document is public (no token to read it)
+    code_only = oauth_section(certs, onAuthparams=f"{MODULE}.code_only")
+    code_only["FwData"]["NativeRoutes"] = {"public": ["rest/openapi.json"]}
     params = f"{MODULE}.params"
     servers = {
         "CODE": oauth_section(certs, onAuthparams=params),
@@ -89,6 +101,7 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
         "NOAUTHORIZE": without_authorize,
         "WEBFIRST": oauth_section(certs, onAuthparams=f"{MODULE}.web_first"),
         "SLASH": oauth_section(certs, onAuthparams=params, issuer=SLASH_ISS),
+        "CODEONLY": code_only,
     }
     return module_config(folder, MODULE, servers=servers, app=APP, general={"rest_log_level": 5})
 
@@ -674,6 +687,55 @@ def test_a_disabled_authorize_route_is_not_in_the_metadata(svc: LocalService) ->
     served = svc["CODE"].http.get("/rest/fw/oauth2/metadata").json()
     assert served["grant_types_supported"] == [*grants, "authorization_code"]
     AuthorizationServerMetadata(served).validate()
+
+
+def _flows(port: LocalOAuth, token: str | None) -> dict[str, Any]:
+    doc = expect(port.get("/fw/rest/openapi.json", token)).json()
+    validate(doc)
+    flows: dict[str, Any] = doc["components"]["securitySchemes"]["oauth2"]["flows"]
+    return flows
+
+
+def test_the_openapi_document_declares_the_flows_of_the_grants_offered(
+    svc: LocalService, code: LocalOAuth
+) -> None:
+    """OpenAPI 3.1 OAuth Flows Object: one flow per grant the port's metadata lists."""
+    token_url, authorize_url = "/rest/fw/oauth2/token", "/rest" + AUTHORIZE
+    flows = _flows(code, code.tokens("ada", ADA_PW)["access_token"])
+    assert list(flows) == ["authorizationCode", "password", "clientCredentials"]
+    assert flows["authorizationCode"]["authorizationUrl"] == authorize_url
+    for name in ("authorizationCode", "password"):
+        assert flows[name]["tokenUrl"] == flows[name]["refreshUrl"] == token_url
+    assert "refreshUrl" not in flows["clientCredentials"]  # RFC 6749 4.4.3: none issued
+    assert all("default" in flow["scopes"] for flow in flows.values())
+    # authorization_code and refresh_token only: no password flow (that grant is refused)
+    only = svc["CODEONLY"]
+    assert _flows(only, None) == {
+        "authorizationCode": {
+            "authorizationUrl": authorize_url,
+            "tokenUrl": token_url,
+            "refreshUrl": token_url,
+            "scopes": flows["authorizationCode"]["scopes"],
+        }
+    }
+    refused = only.grant("ada", ADA_PW)
+    assert (refused.status_code, error_of(refused)) == (400, "unauthorized_client")
+    # the authorize route disabled: no code flow; the password grant alone: no refreshUrl
+    without = svc["NOAUTHORIZE"]
+    assert list(_flows(without, without.tokens("ada", ADA_PW)["access_token"])) == [
+        "password",
+        "clientCredentials",
+    ]
+    no_code = svc["NOCODE"]
+    password = _flows(no_code, no_code.tokens("ada", ADA_PW)["access_token"])
+    assert list(password) == ["password"] and "refreshUrl" not in password["password"]
+    # fwrest openapi writes the same flows (onAuthparams called as fwrest check calls it)
+    out = svc.folder / "codeonly.json"
+    done = fwrest_cli("openapi", str(svc.config), "--server", "CODEONLY", "-o", str(out),
+                      real=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    written = json.loads(out.read_text())["components"]["securitySchemes"]["oauth2"]["flows"]
+    assert written == _flows(only, None)
 
 
 def test_logins_failures_and_replays_are_audited_and_no_secret_is_logged(

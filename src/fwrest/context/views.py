@@ -9,7 +9,7 @@ the server layer imports it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from fwrest.context.charsets import Charset
@@ -60,6 +60,10 @@ class TokenEndpoint(Protocol):
 
     async def resource_document(self, prefix: str) -> bytes | None:
         """The protected resource metadata (RFC 9728) of the location ``prefix`` (SPEC 16.3)."""
+        ...
+
+    async def grant_types(self) -> list[str]:
+        """The grant types the port offers now (the metadata's ``grant_types_supported``)."""
         ...
 
     async def token_endpoint(
@@ -193,6 +197,7 @@ class PortView(Protocol):
         """The port's routes, as ``list/service`` answers them."""
         ...
 
-    def openapi(self, version: str) -> dict[str, Any]:
-        """The port's OpenAPI document."""
+    def openapi(self, version: str, grants: Sequence[str] | None = None) -> dict[str, Any]:
+        """The port's OpenAPI document; on an oAuth2 port, its OAuth flows those of
+        ``grants`` (the grant types offered; None: ``onAuthparams`` without ``types``)."""
         ...

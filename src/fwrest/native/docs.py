@@ -11,7 +11,8 @@ The page reads ``openapi.json`` beside it (the port's ``rest/openapi.json``) wit
 browser's own credentials (a Basic port's, which the browser sends to the origin that asked
 for them), and points "Try it out" at the origin that served the page, whatever host name the
 document's ``servers`` names. On an oAuth2 port, Swagger UI's "Authorize" gets a token from
-the port's token route (the document declares the password flow); the page and the document
+the port's token route (the document declares the flows of the port's grants; the code flow
+with PKCE, which ``fwrest-docs.js`` turns on); the page and the document
 must then be ``public`` (``FwData.NativeRoutes``), since a browser has no bearer token to
 load them with.
 """

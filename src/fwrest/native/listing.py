@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from fwrest.context.request import current
@@ -11,6 +12,7 @@ from fwrest.native.catalog import NativeOptions, route_name
 from fwrest.native.schemas import Typed, add_schemas
 from fwrest.routing.names import (
     AUTHORIZE_PARAMS,
+    AUTHORIZE_ROUTE,
     AUTHORIZE_ROUTE_NAME,
     INTROSPECT_ROUTE_NAME,
     OPEN_OAUTH2_ROUTES,
@@ -196,8 +198,36 @@ async def list_service() -> list[dict[str, Any]]:
     return ctx.port.listing()
 
 
-def build_openapi(port: Any, version: str) -> dict[str, Any]:
-    """An OpenAPI 3.1 document of a port's routes and its security scheme."""
+# the OAuth Flows Object's field (OpenAPI 3.1 4.8.29) of each grant type that has one
+_FLOWS = {
+    "authorization_code": "authorizationCode",
+    "password": "password",
+    "client_credentials": "clientCredentials",
+}
+_NO_TYPES = ("password", "refresh_token")  # what onAuthparams without types grants
+
+
+def _flows(port: Any, grants: Sequence[str], scopes: dict[str, str]) -> dict[str, Any]:
+    """The OAuth flows of an oAuth2 port (OpenAPI 3.1 OAuth Flows Object): one per grant
+    offered that has one, with ``refreshUrl`` when the refresh grant is offered too."""
+    token_url = port.locations[0].full_path(TOKEN_ROUTE)
+    flows: dict[str, Any] = {}
+    for grant in (g for g in _FLOWS if g in grants):
+        flow: dict[str, Any] = {}
+        if grant == "authorization_code":
+            flow["authorizationUrl"] = port.locations[0].full_path(AUTHORIZE_ROUTE)
+        flow["tokenUrl"] = token_url
+        if grant != "client_credentials" and "refresh_token" in grants:
+            flow["refreshUrl"] = token_url  # RFC 6749 4.4.3: no refresh token issued
+        flow["scopes"] = dict(sorted(scopes.items()))
+        flows[_FLOWS[grant]] = flow
+    return flows
+
+
+def build_openapi(port: Any, version: str, grants: Sequence[str] | None = None) -> dict[str, Any]:
+    """An OpenAPI 3.1 document of a port's routes and its security scheme; an oAuth2 port's
+    flows those of ``grants``, the grant types it offers (None: ``onAuthparams`` without
+    ``types``)."""
     cfg = port.config
     host = "127.0.0.1" if cfg.host in ("0.0.0.0", "", "::") else cfg.host
     if ":" in host:
@@ -218,26 +248,13 @@ def build_openapi(port: Any, version: str) -> dict[str, Any]:
         doc["security"] = [{security_name: []}]
     elif settings is not None:
         security_name = "oauth2"
-        token_url = port.locations[0].full_path(TOKEN_ROUTE)
         scopes = {"default": "granted to every token"}
         for loc in port.locations:
             for ep in loc.endpoints:
                 for name in ep.scopes:
                     scopes.setdefault(name, f"required by {ep.method} {loc.full_path(ep.path)}")
-        doc["components"] = {
-            "securitySchemes": {
-                security_name: {
-                    "type": "oauth2",
-                    "flows": {
-                        "password": {
-                            "tokenUrl": token_url,
-                            "refreshUrl": token_url,
-                            "scopes": dict(sorted(scopes.items())),
-                        }
-                    },
-                }
-            }
-        }
+        flows = _flows(port, _NO_TYPES if grants is None else grants, scopes)
+        doc["components"] = {"securitySchemes": {security_name: {"type": "oauth2", "flows": flows}}}
         # a route without scopes takes any valid token: it requires none (OpenAPI 3.1: the
         # list is the scopes required); a scoped route lists its own below
         doc["security"] = [{security_name: []}]
@@ -320,4 +337,7 @@ async def openapi() -> dict[str, Any]:
     from fwrest import __version__
 
     ctx = current.get()
-    return ctx.port.openapi(__version__)
+    service = ctx.port.token_service
+    # an oAuth2 port's flows: the grants its metadata lists now (onAuthparams, NativeRoutes)
+    grants = await service.grant_types() if service is not None else None
+    return ctx.port.openapi(__version__, grants)

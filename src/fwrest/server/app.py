@@ -30,7 +30,7 @@ import asyncio
 import ipaddress
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -528,10 +528,10 @@ class PortApp:
 
         return service_listing(self.plan)
 
-    def openapi(self, version: str) -> dict[str, Any]:
+    def openapi(self, version: str, grants: Sequence[str] | None = None) -> dict[str, Any]:
         from fwrest.native.listing import build_openapi
 
-        return build_openapi(self.plan, version)
+        return build_openapi(self.plan, version, grants)
 
     # -- PortHandler: what the engine asks ----------------------------------------------------
     def body_limit(self, target: bytes, length: int, chunked: bool) -> int:

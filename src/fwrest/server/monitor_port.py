@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -105,7 +105,7 @@ class MonitorPort:
     def listing(self) -> list[dict[str, Any]]:
         return []  # no native routes on the monitor's port
 
-    def openapi(self, version: str) -> dict[str, Any]:
+    def openapi(self, version: str, grants: Sequence[str] | None = None) -> dict[str, Any]:
         return {}
 
     def body_limit(self, target: bytes, length: int, chunked: bool) -> int:

@@ -31,6 +31,7 @@ from fwrest.wire import Reply, Request
 
 if TYPE_CHECKING:
     from fwrest.auth.oauth2.params import AuthParams
+    from fwrest.auth.settings import AuthSettings
     from fwrest.context.request import RequestContext
 
 __all__ = [
@@ -39,11 +40,13 @@ __all__ = [
     "WELL_KNOWN",
     "Metadata",
     "WellKnown",
+    "grants_at_start",
     "issuers",
     "jwks_max_age",
     "jwks_route",
     "metadata_paths",
     "metadata_route",
+    "offered_grants",
 ]
 
 WELL_KNOWN = "/.well-known/oauth-authorization-server"  # RFC 8414 3
@@ -144,7 +147,7 @@ class Metadata:
             body = documents[prefix] = orjson.dumps(
                 {
                     **head,
-                    "grant_types_supported": self._grants(allowed),
+                    "grant_types_supported": self.grants(allowed),
                     "scopes_supported": _scopes_of(allowed),
                     "token_endpoint_auth_methods_supported": _auth_methods(allowed),
                     "response_types_supported": [],
@@ -154,12 +157,42 @@ class Metadata:
             )
         return body
 
-    def _grants(self, allowed: AuthParams | None) -> list[str]:
+    def grants(self, allowed: AuthParams | None) -> list[str]:
         """The grant types ``onAuthparams`` allows now whose routes the port serves."""
-        if not self._token:
-            return []
-        grants = _grants_of(allowed)
-        return grants if self._authorize else [g for g in grants if g != "authorization_code"]
+        return offered_grants(allowed, token=self._token, authorize=self._authorize)
+
+
+def offered_grants(allowed: AuthParams | None, *, token: bool, authorize: bool) -> list[str]:
+    """The grant types ``allowed`` lists (fwrest's order; without ``types``, ``password`` and
+    ``refresh_token``) that work with the token route served (``token``) and the authorize
+    route (``authorize``): every grant needs the first, the code grant the second too."""
+    if not token:
+        return []
+    grants = _grants_of(allowed)
+    return grants if authorize else [g for g in grants if g != "authorization_code"]
+
+
+def grants_at_start(settings: AuthSettings, disabled: frozenset[str]) -> list[str]:
+    """:func:`offered_grants` of a port, ``onAuthparams`` read once as ``fwrest check`` reads it
+    (a file, or a function that is not a coroutine called without a request), for
+    ``fwrest openapi``; what a source that cannot be read so gives: the grants without ``types``.
+    """
+    from fwrest.auth.oauth2.params import ParamsSource
+    from fwrest.repository import is_async
+
+    source = ParamsSource(settings.params_func, settings.params_file)
+    allowed: AuthParams | None = None
+    try:
+        if source.file is not None:
+            allowed = source.read_file()
+        elif source.func is not None and not is_async(source.func):
+            allowed = source.call_sync({})
+    except Exception:  # the start and fwrest check say what is wrong
+        allowed = None
+    token = TOKEN_ROUTE_NAME not in disabled
+    return offered_grants(
+        allowed, token=token, authorize=token and AUTHORIZE_ROUTE_NAME not in disabled
+    )
 
 
 def _auth_methods(allowed: AuthParams | None) -> list[str]:

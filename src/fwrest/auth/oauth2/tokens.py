@@ -24,6 +24,7 @@ from fwrest import log
 from fwrest.auth.basic import mask_secret, parse_basic
 from fwrest.auth.blocking import Pool, off_loop, settled
 from fwrest.auth.oauth2 import mtls
+from fwrest.auth.oauth2.discovery import offered_grants
 from fwrest.auth.oauth2.dpop import bound_key, family_revoked, family_root
 from fwrest.auth.oauth2.errors import (
     InvalidClient,
@@ -582,6 +583,13 @@ class TokenService:
         if self.resources is None:
             return None
         return self.resources.document(prefix, await self._allowed_now())
+
+    async def grant_types(self) -> list[str]:
+        """The grant types :meth:`metadata_document` lists (for the OpenAPI document's flows)."""
+        allowed = await self._allowed_now()
+        if self.metadata is None:
+            return offered_grants(allowed, token=True, authorize=True)
+        return self.metadata.grants(allowed)
 
     async def _allowed_now(self) -> AuthParams | None:
         """What ``onAuthparams`` allows, for the discovery documents (:meth:`metadata_document`)."""

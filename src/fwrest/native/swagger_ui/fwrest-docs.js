@@ -36,6 +36,9 @@
         deepLinking: false,
         validatorUrl: null, // no badge fetched from another host
       });
+      // the authorization code flow, where the port offers it, with PKCE (S256), which
+      // fwrest's authorize route requires (SPEC 16.1)
+      window.ui.initOAuth({ usePkceWithAuthorizationCodeGrant: true });
     })
     .catch(function (error) {
       fail("The OpenAPI document could not be loaded: " + error.message);
