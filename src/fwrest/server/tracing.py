@@ -489,15 +489,7 @@ class TracedStoreClient(StoreClient):
 
     def at_once(self, fn: Callable[..., T], *args: Any) -> T:
         span = self._span(fn, args)
-        if span is None:
-            return fn(*args)
-        try:
-            return fn(*args)
-        except BaseException as exc:
-            _failed(span, exc)
-            raise
-        finally:
-            span.end()
+        return fn(*args) if span is None else _ended(span, fn, *args)
 
     async def call(
         self, fn: Callable[..., T], *args: Any, deadline: float = BACKGROUND_DEADLINE_S

@@ -132,22 +132,33 @@ if fam and fam ~= '' and fam ~= ARGV[1] then return {2, rec, fam} end
 redis.call('HSET', KEYS[1], 'family', ARGV[1])
 return {1, rec, ARGV[1]}
 """
+
+
 # a rate limit's count and a failure's (hit_failure): the key's count within its window
 # (ARGV[1] ms from its first) and its time left; not taken (nothing written: {-1, Redis's
 # clock in ms}) when Redis's clock (ms) is past ARGV[2] (0: no deadline), the host's deadline
 # plus RATE_CLOCK_MARGIN_S (RedisStore._count)
-_HIT_RATE = """
+def _late(arg: int) -> str:
+    """A count script's first lines: nothing counted, ``{-1, Redis's clock in ms}``, past the
+    deadline ``ARGV[arg]`` (ms on Redis's clock; 0: none)."""
+    return f"""
 redis.replicate_commands()
-if ARGV[2] ~= '0' then
+if ARGV[{arg}] ~= '0' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if now > tonumber(ARGV[2]) then return {-1, now} end
+  if now > tonumber(ARGV[{arg}]) then return {{-1, now}} end
 end
-local n = redis.call('INCR', KEYS[1])
+"""
+
+
+_HIT_RATE = (
+    _late(2)
+    + """local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
 return {n, ttl}
 """
+)
 # how far past the deadline the host passed Redis may take a count (a rate limit's, a
 # failure's): Redis's clock and the host's differ (NTP keeps them within milliseconds); a
 # count later than this is not taken, one within it may be taken though the request gave up
@@ -157,14 +168,9 @@ RATE_CLOCK_MARGIN_S = 1.0
 # only when each count is below ARGV[2]; else nothing counted: {counted (1, 0), count, pttl, count, pttl...},
 # a count not counted being one more than the key's; nothing counted either ({-1, Redis's
 # clock}) past ARGV[3] (as _HIT_RATE's ARGV[2])
-_HIT_BELOW = """
-redis.replicate_commands()
-if ARGV[3] ~= '0' then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if now > tonumber(ARGV[3]) then return {-1, now} end
-end
-local limit = tonumber(ARGV[2])
+_HIT_BELOW = (
+    _late(3)
+    + """local limit = tonumber(ARGV[2])
 local below = 1
 for _, key in ipairs(KEYS) do
   if tonumber(redis.call('GET', key) or '0') >= limit then below = 0 end
@@ -185,6 +191,7 @@ for _, key in ipairs(KEYS) do
 end
 return out
 """
+)
 # a count back at zero is no window: the key goes (the next failure starts a new window)
 _RELEASE = """
 local n = tonumber(redis.call('GET', KEYS[1]) or '0')
