@@ -604,7 +604,9 @@ class _Core:
                 raise _dpop_error("the request carries more than one DPoP proof")
             given = lines[0] if lines else ""
         if not isinstance(given, str) or not given.strip():
-            raise _dpop_error("the access token is bound to a DPoP key: a DPoP proof is required")
+            raise _ProofMissing(
+                _dpop_error("the access token is bound to a DPoP key: a DPoP proof is required")
+            )
         if "," in given:  # two header lines joined into one value (RFC 9110 5.3)
             raise _dpop_error("the request carries more than one DPoP proof")
         proof = given.strip()
@@ -721,6 +723,14 @@ def _scope_list(scopes: Iterable[str]) -> tuple[str, ...]:
     if isinstance(scopes, str):
         return tuple(scopes.split())
     return tuple(scopes)
+
+
+class _ProofMissing(InvalidToken):
+    """A DPoP-bound token checked without a proof (``invalid_dpop_proof``); the adapters
+    answer a request that sent it with the ``Bearer`` scheme as fwrest's bearer check does."""
+
+    def __init__(self, refused: InvalidToken) -> None:
+        super().__init__(refused.description, www_authenticate=refused.www_authenticate)
 
 
 def _dpop_error(description: str, error: str = "invalid_dpop_proof") -> InvalidToken:
@@ -1365,6 +1375,13 @@ async def _check_scope(check: _Check, scope: MutableMapping[str, Any]) -> dict[s
             url=_request_url(scope),
             client_cert=_peer_cert(scope),
         )
+    except _ProofMissing:
+        if dpop:
+            raise
+        # a DPoP-bound token as a bearer token: the scheme is wrong, as fwrest's bearer
+        # check says it (RFC 9449 7.1)
+        why = "the access token is DPoP-bound: send it as Authorization: DPoP with a proof"
+        raise _dpop_error(why, "invalid_token") from None
     except InvalidToken as exc:
         raise _in_scheme(exc, dpop) from None  # the DPoP scheme: its challenge (RFC 9449 7.1)
     if dpop != _dpop_bound(claims):

@@ -376,6 +376,10 @@ def test_the_middleware_takes_dpop_tokens_with_their_proof(issuer: Issuer, asgi_
     as_bearer = get("Bearer", access, holder.proof(access, url=url))
     assert as_bearer.status_code == 401 and "scheme" in as_bearer.json()["detail"]
     assert as_bearer.headers["www-authenticate"].startswith('DPoP error="invalid_token"')
+    # without a proof too, as fwrest's bearer check answers it (not invalid_dpop_proof)
+    bare = get("Bearer", access)
+    assert bare.status_code == 401 and "send it as Authorization: DPoP" in bare.json()["detail"]
+    assert bare.headers["www-authenticate"].startswith('DPoP error="invalid_token"')
     # an unbound token: as Bearer it passes, as DPoP it is refused
     plain = issuer.token({})
     assert get("Bearer", plain).status_code == 200
