@@ -158,6 +158,13 @@ def test_a_dpop_token_sent_as_bearer_is_refused(dp: LocalOAuth, key: DpopKey) ->
     proof = key.proof("GET", url(dp, "/hello"), plain)
     answer = dp.http.get(dp.base + "/hello", headers=dpop_headers(plain, proof))
     assert_dpop_refusal(answer, "invalid_token")
+    # the DPoP scheme without a token (or not one token): its challenge, as no token's
+    for value in ("DPoP", "DPoP ", "DPoP,", "dpop a b"):
+        answer = dp.http.get(dp.base + "/hello", headers={"Authorization": value})
+        assert answer.status_code == 401, (value, answer.text)
+        challenge = answer.headers["www-authenticate"]
+        assert challenge.startswith("DPoP ") and ALGS_PARAM in challenge, (value, challenge)
+        assert "error=" not in challenge, (value, challenge)
 
 
 def _refusals(key: DpopKey, other: DpopKey, port: LocalOAuth, token: str) -> dict[str, Any]:

@@ -149,6 +149,18 @@ class NoCheckPaths:
         return own is not None and own.matches(rel)
 
 
+def _dpop_scheme(header: str | None) -> bool:
+    """Whether ``header`` names the DPoP scheme (whatever follows it).
+
+    >>> _dpop_scheme("DPoP"), _dpop_scheme(" dpop a b"), _dpop_scheme("DPoP,"), _dpop_scheme("DPoPx")
+    (True, True, True, False)
+    """
+    if not header:
+        return False
+    text = header.lstrip()
+    return text[:4].lower() == "dpop" and (len(text) == 4 or text[4] in " \t,")
+
+
 class BearerGuard:
     """Runs before routing on an oAuth2 port (SPEC 4.2)."""
 
@@ -215,7 +227,8 @@ class BearerGuard:
             dpop_scheme = token is not None
         if token is None:
             why = "an access token is required"
-            if self._dpop is not None and self._dpop.required:
+            # the DPoP scheme without one token ("DPoP", "DPoP a b"): its challenge too
+            if self._dpop is not None and (self._dpop.required or _dpop_scheme(header)):
                 raise self._dpop.refuse(self._prefix(path), "", why)
             raise Unauthorized(self._challenge.get(self._prefix(path), BEARER), why)
         log.request_secrets.set(log.secret_forms(token))
