@@ -621,7 +621,7 @@ class TokenService:
             "[%s] state store unavailable: %s; answered 503",
             self.port_name,
             # a deadline passed: name the request's (the call's own is only what was left of it)
-            f"no answer within the token request's {STORE_DEADLINE_S:g} s of store time"
+            f"no answer within the request's {STORE_DEADLINE_S:g} s of store time"
             if isinstance(exc, TimeoutError)
             else str(exc),
         )
