@@ -227,7 +227,6 @@ sentinel monitor {name} 127.0.0.1 {primary} 2
 sentinel down-after-milliseconds {name} {down_ms}
 sentinel failover-timeout {name} 3000
 sentinel parallel-syncs {name} 1
-sentinel known-replica {name} 127.0.0.1 {replica}
 {known}{auth}"""
 
 
@@ -255,8 +254,8 @@ class SentinelGroup:
         self.primary.start()
         self.replica.start()
         binary = sentinel_binary()
-        # each sentinel told its id, the replica and the others (as a sentinel rewrites its
-        # file once it found them): ready at once, not after their hello messages (2 s each)
+        # each sentinel told its id and the others' (as a sentinel rewrites its file once it
+        # found them): ready at once, not after their hello messages (every 2 s)
         ids = {port: f"{port:040x}" for port in self.ports}
         for port in self.ports:
             conf = self.folder / f"sentinel-{port}.conf"  # a sentinel rewrites its file
@@ -268,8 +267,7 @@ class SentinelGroup:
             )
             conf.write_text(SENTINEL_CONF.format(port=port, folder=self.folder, name=self.name,
                                                  primary=self.primary.port, down_ms=self.down_ms,
-                                                 auth=auth, myid=ids[port], known=known,
-                                                 replica=self.replica.port))  # fmt: skip
+                                                 auth=auth, myid=ids[port], known=known))  # fmt: skip
             self.procs.append(subprocess.Popen([binary, str(conf)], stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL))  # fmt: skip
         # ready: every sentinel knows the replica and the others, the replica in sync
@@ -281,12 +279,19 @@ class SentinelGroup:
             with contextlib.closing(_sentinel(port)) as client:
                 try:
                     state = client.sentinel_master(self.name)
+                    # the replica heard from (a store judges one by what they last heard)
+                    replicas = client.sentinel_slaves(self.name)
                 except redis.RedisError:
                     return False
-            if int(state["num-slaves"]) < 1 or int(state["num-other-sentinels"]) < 2:
-                return False
+                if int(state["num-slaves"]) < 1 or int(state["num-other-sentinels"]) < 2:
+                    return False
+                if not all(r.get("flags") == "slave" and r.get("info-refresh") for r in replicas):
+                    return False
         with contextlib.closing(self.replica.client()) as replica:
-            return replica.info("replication").get("master_link_status") == "up"
+            if replica.info("replication").get("master_link_status") != "up":
+                return False
+        with contextlib.closing(self.primary.client()) as primary:  # a write it confirms
+            return int(primary.execute_command("WAIT", 1, 200)) >= 1
 
     def primary_port(self) -> int:
         """The port the sentinels name for the primary now."""

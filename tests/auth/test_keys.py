@@ -377,6 +377,8 @@ def test_a_former_key_is_dropped_by_time_alone(ca: trustme.CA, tmp_path: Path) -
             answer = expect(port.http.get(port.base + "/fw/oauth2/jwks"))
             return [k["kid"] for k in answer.json()["keys"]], answer.headers["cache-control"]
 
+        # the worker sees the rotation at its next look at the set (every 0.5 s)
+        wait_for(lambda: len(jwks()[0]) == 3 or time.time() >= drop_at, 5, "the rotation seen")
         asked = time.time()
         kids, cache = jwks()
         print(f"{drop_at - asked:.3f} s before the drop: {len(kids)} keys, {cache}")
