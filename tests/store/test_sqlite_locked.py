@@ -40,6 +40,15 @@ def timed(call: object) -> tuple[httpx.Response, float]:
     return response, time.monotonic() - started
 
 
+def ended(holder: subprocess.Popen[str]) -> None:
+    """The lock holder gone (killed if it still holds the lock), its pipe closed."""
+    if holder.poll() is None:
+        holder.kill()
+        holder.wait()
+    if holder.stdout is not None:
+        holder.stdout.close()
+
+
 def counted(db: Path) -> list[tuple[str, int]]:
     """The failure counts in the store (a count taken back to zero is none)."""
     with contextlib.closing(sqlite3.connect(db)) as c:
@@ -108,11 +117,7 @@ def test_a_store_locked_by_another_process_gets_503_in_time_then_recovers(
         assert proc.proc.poll() is None
     finally:
         if holder is not None:
-            if holder.poll() is None:
-                holder.kill()
-                holder.wait()
-            if holder.stdout is not None:
-                holder.stdout.close()
+            ended(holder)
         port.close()
         proc.stop()
 
@@ -158,9 +163,5 @@ def test_basic_failures_during_a_lock_are_counted_once(tmp_path: Path) -> None:
         print("store counts after the lock:", rows)
         assert all(n <= 3 for n in rows.values()), rows
     finally:
-        if holder.poll() is None:
-            holder.kill()
-            holder.wait()
-        if holder.stdout is not None:
-            holder.stdout.close()
+        ended(holder)
         proc.stop()
