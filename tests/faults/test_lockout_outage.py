@@ -158,3 +158,41 @@ def test_a_lock_out_made_while_redis_is_away_reaches_it_when_it_returns(
                 assert "Traceback" not in proc.log(), proc.log()
         finally:
             http.close()
+
+
+def test_an_attempt_made_while_redis_is_frozen_is_counted_once(
+    ca: trustme.CA, tmp_path: Path, frozen_store: RedisServer
+) -> None:
+    """SPEC 4.2, 7.1: a Basic attempt and a password grant made while Redis is stopped
+    (SIGSTOP) and thawed as they are answered. The Basic attempt is counted on the host's
+    board, and the INCR Redis runs as it thaws must not count it again (a review saw a user
+    locked out after maxFailures-1 failures); the grant answered 503 is not counted at all."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    config = host_config(tmp_path / "a", certs, frozen_store.url)
+    http = httpx.Client(verify=client_context(certs), timeout=15)
+    proc = ServerProcess(config).wait_ready()
+    try:
+        assert basic(proc, "dee", "wrong-1") == 403
+        assert grant(http, proc, "wrong-1").status_code == 400
+        frozen_store.freeze()
+        try:
+            assert grant(http, proc, "wrong-2").status_code == 503
+        finally:
+            frozen_store.thaw()
+        time.sleep(1.0)  # the host asks Redis again
+        frozen_store.freeze()
+        try:
+            assert basic(proc, "dee", "wrong-2") == 403  # counted on the host's board
+        finally:
+            frozen_store.thaw()  # as the failure's own write reaches it
+        time.sleep(1.0)  # Redis ran what it held
+        # two failures each: three more are checked before the lock-out (maxFailures 5)
+        for n in (3, 4, 5):
+            assert basic(proc, "dee", f"wrong-{n}") == 403, n
+        assert basic(proc, "dee", USERS["dee"]) == 429
+        for n in (2, 3, 4, 5):
+            assert grant(http, proc, f"wrong-{n}").status_code == 400, n
+        assert grant(http, proc, ADA[1]).status_code == 429
+    finally:
+        http.close()
+        proc.stop()

@@ -160,10 +160,10 @@ return {n, ttl}
 """
 )
 # how far past the deadline the host passed Redis may take a count (a rate limit's, a
-# failure's): Redis's clock and the host's differ (NTP keeps them within milliseconds); a
-# count later than this is not taken, one within it may be taken though the request gave up
+# failure's): Redis's clock and the host's differ (NTP keeps them within milliseconds; one
+# ahead by more is learnt, RedisStore._count); a count later than this is not taken
 # (decisions.md)
-RATE_CLOCK_MARGIN_S = 1.0
+RATE_CLOCK_MARGIN_S = 0.25
 # _HIT_RATE's count for every key (a user's and an address's: one slot, {bf}, on a cluster),
 # only when each count is below ARGV[2]; else nothing counted: {counted (1, 0), count, pttl, count, pttl...},
 # a count not counted being one more than the key's; nothing counted either ({-1, Redis's
@@ -959,6 +959,11 @@ class RedisStore:
         the count asked once more (else a Redis ahead of the host refused every count)."""
         if not before:
             return self._call(script, keys=keys, args=[*args, 0])
+        # the caller gives up at the socket's timeout if not before (a frozen Redis takes the
+        # command and runs it as it thaws: counted late, and counted again by a caller that
+        # counts on its own then, a Basic port's board): Redis's deadline, margin included,
+        # comes before it
+        before = min(before, time.time() + SOCKET_TIMEOUT_S - RATE_CLOCK_MARGIN_S - 0.05)
         until = int((before + self._clock_ahead + RATE_CLOCK_MARGIN_S) * 1000)
         out = self._call(script, keys=keys, args=[*args, until])
         if int(out[0]) == -1 and time.time() < before:
