@@ -296,6 +296,10 @@ def test_an_untrustworthy_redirect_is_a_400_page_never_a_redirect(
         ("CODE", {"code_challenge_method": "plain"}, "invalid_request"),
         ("CODE", {"code_challenge_method": "S512"}, "invalid_request"),
         ("CODE", {"code_challenge": "short"}, "invalid_request"),
+        # longer than an S256 challenge can be (43): a code it gave could never be redeemed
+        ("CODE", {"code_challenge": "a" * 44}, "invalid_request"),
+        ("CODE", {"code_challenge": "a" * 128}, "invalid_request"),
+        ("CODE", {"code_challenge": "a" * 42 + "."}, "invalid_request"),
         ("CODE", {"response_type": "token"}, "unsupported_response_type"),
         ("CODE", {"response_type": "-"}, "invalid_request"),
         ("CODE", {"scope": "admin"}, "invalid_scope"),

@@ -73,6 +73,8 @@ GRANT = "authorization_code"
 CARRIED = AUTHORIZE_PARAMS
 _PLACEHOLDER = re.compile(r"\{\{(client|scopes|error|form)\}\}")
 _STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.DOTALL | re.IGNORECASE)
+# an S256 code_challenge: BASE64URL(SHA256(code_verifier)) without padding (RFC 7636 4.2)
+_S256 = re.compile(r"[A-Za-z0-9_-]{43}\Z")
 # a redirect has no body; its content type is the one an empty Response had
 _REDIRECT_TYPE = ("content-type", "application/octet-stream")
 _NO_REFERRER = ("referrer-policy", "no-referrer")
@@ -348,8 +350,11 @@ class Authorizer:
             raise _Redirected("invalid_request", "code_challenge is required (PKCE, RFC 7636)")
         if params.get("code_challenge_method") != "S256":
             raise _Redirected("invalid_request", "code_challenge_method must be S256")
-        if not well_formed(challenge):
-            raise _Redirected("invalid_request", "code_challenge is malformed")
+        if not well_formed(challenge) or _S256.match(challenge) is None:
+            raise _Redirected(
+                "invalid_request",
+                "code_challenge is malformed (S256: 43 base64url characters, RFC 7636 4.2)",
+            )
         try:
             req.asked = requested(params.get("scope"))
             if client_id in allowed.client_scopes:
